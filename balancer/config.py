@@ -1,0 +1,249 @@
+"""Every load-balancer key loadmgr reads, with Pulsar's key names, units and defaults.
+
+Attribute names are Pulsar's ``broker.conf`` keys verbatim, so an operator's file, an environment
+override and ``GET /config`` all speak the same names. Interval keys accept fractions of a
+minute (Pulsar takes whole minutes) so tests and the demo can run on a seconds scale.
+Keys marked dynamic may be changed at run time (``PUT /config``), as in Pulsar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from balancer.errors import ConfigError
+from balancer.models import MIB, ResourceWeights
+
+IMPL = "org.apache.pulsar.broker.loadbalance.impl."
+
+
+def _dyn(default: Any, doc: str, dynamic: bool = True) -> Any:
+    return Field(default=default, description=doc, json_schema_extra={"dynamic": dynamic})
+
+
+class LoadBalancerConfig(BaseModel):
+    """Pulsar's load-balancer configuration (ModularLoadManagerImpl and its strategies)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+
+    # --- switches and classes -------------------------------------------------------------
+    loadBalancerEnabled: bool = _dyn(True, "Master switch for reports and shedding")
+    loadBalancerSheddingEnabled: bool = _dyn(True, "Run load shedding on the leader")
+    loadManagerClassName: str = _dyn(IMPL + "ModularLoadManagerImpl", "This broker's load manager class")
+    loadBalancerLoadSheddingStrategy: str = _dyn(IMPL + "ThresholdShedder", "Shedding strategy (class or short name)")
+    loadBalancerLoadPlacementStrategy: str = _dyn(IMPL + "LeastLongTermMessageRate", "Placement strategy (class or short name)")
+    # --- cadence ------------------------------------------------------------------------------
+    loadBalancerSheddingIntervalMinutes: float = _dyn(1.0, "Leader shedding period, minutes")
+    loadBalancerSheddingGracePeriodMinutes: float = _dyn(30.0, "Recently-unloaded window, minutes")
+    loadBalancerResourceQuotaUpdateIntervalMinutes: float = _dyn(15.0, "Bundle-data and time-average write period, minutes")
+    loadBalancerReportUpdateThresholdPercentage: int = _dyn(10, "Report change threshold, percent (strict >)")
+    loadBalancerReportUpdateMinIntervalMillis: int = _dyn(5000, "Report task period, ms")
+    loadBalancerReportUpdateMaxIntervalMinutes: float = _dyn(15.0, "Forced report age, minutes (strict >)")
+    loadBalancerHostUsageCheckIntervalMinutes: float = _dyn(1.0, "Host usage sampling period, minutes", False)
+    loadBalancerMaxNumberOfBundlesInBundleLoadReport: int = _dyn(10, "Top-K bundles per broker written as bundle data (<=0 all)")
+    # --- overload and thresholds ---------------------------------------------------------------
+    loadBalancerBrokerOverloadedThresholdPercentage: int = _dyn(85, "Overloaded above this weighted usage, percent")
+    loadBalancerBrokerThresholdShedderPercentage: int = _dyn(10, "ThresholdShedder margin over the average, points")
+    loadBalancerHistoryResourcePercentage: float = _dyn(0.9, "Weight of history in smoothed usage (fraction)")
+    loadBalancerBundleUnloadMinThroughputThreshold: float = _dyn(10.0, "Minimum throughput to shed, MB/s")
+    lowerBoundarySheddingEnabled: bool = _dyn(False, "ThresholdShedder sheds toward under-loaded brokers")
+    loadBalancerAverageResourceUsageDifferenceThresholdPercentage: int = _dyn(10, "LeastResourceUsageWithWeight margin, percent")
+    # --- resource weights ----------------------------------------------------------------------
+    loadBalancerCPUResourceWeight: float = _dyn(1.0, "CPU weight")
+    loadBalancerMemoryResourceWeight: float = _dyn(0.0, "Heap memory weight (deprecated, 0)")
+    loadBalancerDirectMemoryResourceWeight: float = _dyn(0.0, "Direct memory weight")
+    loadBalancerBandwidthInResourceWeight: float = _dyn(1.0, "NIC in weight")
+    loadBalancerBandwidthOutResourceWeight: float = _dyn(1.0, "NIC out weight")
+    loadBalancerBandwithInResourceWeight: float = _dyn(1.0, "Deprecated spelling of the NIC in weight")
+    loadBalancerBandwithOutResourceWeight: float = _dyn(1.0, "Deprecated spelling of the NIC out weight")
+    # --- UniformLoadShedder / AvgShedder ----------------------------------------------------
+    loadBalancerMsgRateDifferenceShedderThreshold: float = _dyn(50.0, "Uniform: msg-rate difference, percent (<=0 off)")
+    loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold: float = _dyn(4.0, "Uniform: throughput ratio (<=0 off)")
+    maxUnloadPercentage: float = _dyn(0.2, "Fraction of the max-min gap to move")
+    minUnloadMessage: int = _dyn(1000, "Minimum msg/s to move")
+    minUnloadMessageThroughput: int = _dyn(1048576, "Minimum bytes/s to move")
+    maxUnloadBundleNumPerShedding: int = _dyn(-1, "Uniform: bundles per call (-1 no cap)")
+    loadBalancerAvgShedderLowThreshold: float = _dyn(15.0, "AvgShedder low score gap, points")
+    loadBalancerAvgShedderHighThreshold: float = _dyn(40.0, "AvgShedder high score gap, points")
+    loadBalancerAvgShedderHitCountLowThreshold: int = _dyn(8, "AvgShedder hits needed in the low zone")
+    loadBalancerAvgShedderHitCountHighThreshold: int = _dyn(2, "AvgShedder hits needed in the high zone")
+    atLeastOneBundleSelected: bool = _dyn(True, "Unload at least one bundle (Overload/Threshold)")
+    # --- placement filters -------------------------------------------------------------------
+    loadBalancerBrokerMaxTopics: int = _dyn(50000, "Max topics per broker for placement")
+    loadBalancerDistributeBundlesEvenlyEnabled: bool = _dyn(True, "Spread a namespace's bundles evenly")
+    loadBalancerSheddingExcludedNamespaces: list[str] = _dyn([], "Namespaces never shed; placed round-robin")
+    preferLaterVersions: bool = _dyn(False, "Place only on brokers of the newest version")
+    failureDomainsEnabled: bool = _dyn(False, "Anti-affinity across failure domains")
+    enablePersistentTopics: bool = _dyn(True, "Broker serves persistent topics", False)
+    enableNonPersistentTopics: bool = _dyn(True, "Broker serves non-persistent topics", False)
+    loadBalancerOverrideBrokerNicSpeedGbps: float | None = _dyn(None, "NIC speed override, Gbit/s", False)
+    # --- split ---------------------------------------------------------------------------------
+    loadBalancerAutoBundleSplitEnabled: bool = _dyn(True, "Split hot bundles")
+    loadBalancerAutoUnloadSplitBundlesEnabled: bool = _dyn(True, "Unload children after a split")
+    loadBalancerNamespaceBundleMaxTopics: int = _dyn(1000, "Split above this many topics")
+    loadBalancerNamespaceBundleMaxSessions: int = _dyn(1000, "Split above this many producers+consumers (<=0 off)")
+    loadBalancerNamespaceBundleMaxMsgRate: int = _dyn(30000, "Split above this msg/s")
+    loadBalancerNamespaceBundleMaxBandwidthMbytes: int = _dyn(100, "Split above this MB/s")
+    loadBalancerNamespaceMaximumBundles: int = _dyn(128, "Maximum bundles per namespace")
+    supportedNamespaceBundleSplitAlgorithms: list[str] = _dyn(
+        ["range_equally_divide", "topic_count_equally_divide", "specified_positions_divide", "flow_or_qps_equally_divide"],
+        "Split algorithms accepted",
+    )
+    defaultNamespaceBundleSplitAlgorithm: str = _dyn("range_equally_divide", "Split algorithm of auto splits")
+    flowOrQpsDifferenceThresholdPercentage: int = _dyn(10, "flow_or_qps guard, percent")
+    defaultNumberOfNamespaceBundles: int = _dyn(4, "Bundles of a new namespace")
+    topicBundleAssignmentStrategy: str = _dyn(
+        "org.apache.pulsar.common.naming.ConsistentHashingTopicBundleAssigner", "Topic to bundle", False
+    )
+
+    @field_validator(
+        "loadBalancerSheddingExcludedNamespaces", "supportedNamespaceBundleSplitAlgorithms", mode="before"
+    )
+    @classmethod
+    def _comma_list(cls, v: Any) -> Any:
+        # broker.conf writes lists as comma-separated text.
+        if isinstance(v, str):
+            return [p.strip() for p in v.split(",") if p.strip()]
+        return v
+
+    @field_validator("loadBalancerOverrideBrokerNicSpeedGbps", mode="before")
+    @classmethod
+    def _empty_none(cls, v: Any) -> Any:
+        return None if v == "" else v
+
+    # ---- construction ---------------------------------------------------------------------
+    @classmethod
+    def keys(cls) -> list[str]:
+        return list(cls.model_fields)
+
+    @classmethod
+    def dynamic_keys(cls) -> set[str]:
+        out = set()
+        for name, f in cls.model_fields.items():
+            extra = f.json_schema_extra
+            if isinstance(extra, dict) and extra.get("dynamic"):
+                out.add(name)
+        return out
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], ignore_unknown: bool = False) -> LoadBalancerConfig:
+        """Build from key/value pairs; an unknown key or a bad value raises :class:`ConfigError`."""
+        known = cls.model_fields
+        clean: dict[str, Any] = {}
+        for k, v in values.items():
+            if k not in known:
+                if ignore_unknown:
+                    continue
+                raise ConfigError(k, v, "unknown load-balancer key")
+            clean[k] = v
+        try:
+            return cls(**clean)
+        except ValidationError as e:
+            raise _config_error(e, clean) from None
+
+    @classmethod
+    def from_broker_conf(cls, text: str, ignore_unknown: bool = True) -> LoadBalancerConfig:
+        """Parse ``broker.conf`` text. Unknown keys are ignored by default, since a real broker.conf
+        holds hundreds of keys that are not the load balancer's."""
+        return cls.from_dict(parse_properties(text), ignore_unknown=ignore_unknown)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], base: Mapping[str, Any] | None = None) -> LoadBalancerConfig:
+        """Overrides from ``PULSAR_PREFIX_<key>`` (Pulsar's container convention) or ``LOADMGR_<key>``."""
+        values: dict[str, Any] = dict(base or {})
+        values.update(env_overrides(environ))
+        return cls.from_dict(values)
+
+    def with_updates(self, updates: Mapping[str, Any], dynamic_only: bool = False) -> LoadBalancerConfig:
+        """A copy with ``updates`` applied; with ``dynamic_only`` a static key is refused."""
+        if dynamic_only:
+            dyn = self.dynamic_keys()
+            for k, v in updates.items():
+                if k in type(self).model_fields and k not in dyn:
+                    raise ConfigError(k, v, "not a dynamic key; change it in the config file and restart")
+        merged = self.model_dump()
+        merged.update(updates)
+        return type(self).from_dict(merged)
+
+    # ---- derived values -------------------------------------------------------------------
+    def weights(self) -> ResourceWeights:
+        """Effective weights; the misspelled bandwidth keys count only when the new ones are 1.0."""
+
+        def bw(new: float, old: float) -> float:
+            if new != 1.0:
+                return new
+            return old if old != 1.0 else 1.0
+
+        return ResourceWeights(
+            cpu=self.loadBalancerCPUResourceWeight,
+            memory=self.loadBalancerMemoryResourceWeight,
+            direct_memory=self.loadBalancerDirectMemoryResourceWeight,
+            bandwidth_in=bw(self.loadBalancerBandwidthInResourceWeight, self.loadBalancerBandwithInResourceWeight),
+            bandwidth_out=bw(self.loadBalancerBandwidthOutResourceWeight, self.loadBalancerBandwithOutResourceWeight),
+        )
+
+    @property
+    def overload_threshold(self) -> float:
+        return self.loadBalancerBrokerOverloadedThresholdPercentage / 100.0
+
+    @property
+    def min_unload_throughput_bytes(self) -> float:
+        return self.loadBalancerBundleUnloadMinThroughputThreshold * MIB
+
+    @property
+    def shedding_interval_ms(self) -> int:
+        return int(self.loadBalancerSheddingIntervalMinutes * 60_000)
+
+    @property
+    def grace_period_ms(self) -> int:
+        return int(self.loadBalancerSheddingGracePeriodMinutes * 60_000)
+
+
+ENV_PREFIXES = ("PULSAR_PREFIX_", "LOADMGR_")
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
+    keys = set(LoadBalancerConfig.model_fields)
+    out: dict[str, str] = {}
+    for name, value in environ.items():
+        for prefix in ENV_PREFIXES:
+            if name.startswith(prefix) and name[len(prefix):] in keys:
+                out[name[len(prefix):]] = value
+    return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-properties-style ``key=value`` lines; ``#`` and ``!`` start comments."""
+    out: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            out[line] = ""
+            continue
+        out[line[:sep].strip()] = line[sep + 1:].strip()
+    return out
+
+
+def _config_error(e: ValidationError, values: Mapping[str, Any]) -> ConfigError:
+    err = e.errors()[0]
+    key = str(err["loc"][0]) if err["loc"] else "?"
+    return ConfigError(key, values.get(key, err.get("input")), err["msg"])
+
+
+def describe(config: LoadBalancerConfig, keys: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of key, value, default, dynamic and description: what ``config show`` prints."""
+    dyn = config.dynamic_keys()
+    rows = []
+    for name, f in type(config).model_fields.items():
+        if keys is not None and name not in keys:
+            continue
+        rows.append({
+            "key": name, "value": getattr(config, name), "default": f.default,
+            "dynamic": name in dyn, "description": f.description or "",
+        })
+    return rows

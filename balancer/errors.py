@@ -1,0 +1,35 @@
+"""The small exception hierarchy of the core; adapters translate theirs into these at the boundary."""
+
+from __future__ import annotations
+
+
+class LoadMgrError(Exception):
+    """Base of every error loadmgr raises on purpose."""
+
+
+class InvalidInput(LoadMgrError, ValueError):
+    """Input that cannot be used: names the field and the offending value."""
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field}={value!r}: {reason}")
+
+
+class ConfigError(InvalidInput):
+    """A configuration key that is unknown or has a value of the wrong type."""
+
+
+class UnknownBundle(LoadMgrError, KeyError):
+    """A bundle name that no namespace layout contains."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown bundle"
+
+
+class UnknownBroker(LoadMgrError, KeyError):
+    """A broker id that is not among the live brokers."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown broker"

@@ -1,0 +1,413 @@
+"""Pulsar's load data, with the JSON member names Pulsar writes into ZooKeeper.
+
+Attributes are snake_case in Python and camelCase on the wire (``model_dump(by_alias=True)``,
+or :func:`to_json`). Readers ignore unknown members and accept ``null`` where Pulsar may write it,
+because brokers of other versions write slightly different shapes. Derived values
+(``percentUsage``, the max resource usage) are computed, never stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from balancer.javamath import f32, percent_usage
+
+SHORT_TERM_SAMPLES = 10
+LONG_TERM_SAMPLES = 1000
+DEFAULT_MSG_RATE = 50.0
+DEFAULT_MSG_THROUGHPUT = 50_000.0
+MIB = 1024 * 1024
+
+
+class PulsarModel(BaseModel):
+    """Base: camelCase aliases, unknown members ignored, plain mutable objects."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="ignore",
+        validate_assignment=False,
+    )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The object as Pulsar would serialise it (camelCase members)."""
+        return self.model_dump(by_alias=True, mode="json")
+
+
+def _none_to_zero(v: Any) -> Any:
+    return 0.0 if v is None else v
+
+
+class ResourceUsage(PulsarModel):
+    """One resource: ``usage`` and ``limit`` (units only matter as a ratio)."""
+
+    usage: float = 0.0
+    limit: float = 0.0
+
+    _nz = field_validator("usage", "limit", mode="before")(_none_to_zero)
+
+    def percent_usage(self) -> float:
+        """Pulsar's float32 ``usage/limit*100``; 0 when the limit is not set."""
+        return percent_usage(self.usage, self.limit)
+
+
+class SystemResourceUsage(PulsarModel):
+    """The five host resources a broker reports about itself."""
+
+    cpu: ResourceUsage = Field(default_factory=ResourceUsage)
+    memory: ResourceUsage = Field(default_factory=ResourceUsage)
+    direct_memory: ResourceUsage = Field(default_factory=ResourceUsage)
+    bandwidth_in: ResourceUsage = Field(default_factory=ResourceUsage)
+    bandwidth_out: ResourceUsage = Field(default_factory=ResourceUsage)
+
+
+class NamespaceBundleStats(PulsarModel):
+    """Per-bundle traffic of the latest report (value type of ``lastStats``)."""
+
+    msg_rate_in: float = 0.0
+    msg_throughput_in: float = 0.0
+    msg_rate_out: float = 0.0
+    msg_throughput_out: float = 0.0
+    consumer_count: int = 0
+    producer_count: int = 0
+    topics: int = 0
+    cache_size: int = 0
+
+    _nz = field_validator(
+        "msg_rate_in", "msg_throughput_in", "msg_rate_out", "msg_throughput_out", mode="before"
+    )(_none_to_zero)
+
+    @property
+    def msg_rate(self) -> float:
+        return self.msg_rate_in + self.msg_rate_out
+
+    @property
+    def msg_throughput(self) -> float:
+        return self.msg_throughput_in + self.msg_throughput_out
+
+
+class ResourceWeights(BaseModel):
+    """Multipliers of the weighted max resource usage (Pulsar's ``loadBalancer*ResourceWeight``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cpu: float = 1.0
+    memory: float = 0.0
+    direct_memory: float = 0.0
+    bandwidth_in: float = 1.0
+    bandwidth_out: float = 1.0
+
+
+class LocalBrokerData(PulsarModel):
+    """What a broker publishes about itself at ``/loadbalance/brokers/<brokerId>``."""
+
+    web_service_url: str | None = None
+    web_service_url_tls: str | None = None
+    pulsar_service_url: str | None = None
+    pulsar_service_url_tls: str | None = None
+    persistent_topics_enabled: bool = True
+    non_persistent_topics_enabled: bool = True
+    cpu: ResourceUsage = Field(default_factory=ResourceUsage)
+    memory: ResourceUsage = Field(default_factory=ResourceUsage)
+    direct_memory: ResourceUsage = Field(default_factory=ResourceUsage)
+    bandwidth_in: ResourceUsage = Field(default_factory=ResourceUsage)
+    bandwidth_out: ResourceUsage = Field(default_factory=ResourceUsage)
+    msg_throughput_in: float = 0.0
+    msg_throughput_out: float = 0.0
+    msg_rate_in: float = 0.0
+    msg_rate_out: float = 0.0
+    last_update: int = 0
+    last_stats: dict[str, NamespaceBundleStats] = Field(default_factory=dict)
+    num_topics: int = 0
+    num_bundles: int = 0
+    num_consumers: int = 0
+    num_producers: int = 0
+    bundles: set[str] = Field(default_factory=set)
+    last_bundle_gains: set[str] = Field(default_factory=set)
+    last_bundle_losses: set[str] = Field(default_factory=set)
+    broker_version_string: str | None = None
+    protocols: dict[str, str] = Field(default_factory=dict)
+    advertised_listeners: dict[str, Any] = Field(default_factory=dict)
+    load_report_type: Literal["LocalBrokerData"] = "LocalBrokerData"
+    load_manager_class_name: str | None = None
+    start_timestamp: int | None = None
+
+    @field_validator("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out", mode="before")
+    @classmethod
+    def _usage_null(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @field_validator(
+        "last_stats", "protocols", "advertised_listeners", "bundles", "last_bundle_gains",
+        "last_bundle_losses", mode="before",
+    )
+    @classmethod
+    def _collection_null(cls, v: Any, info: Any) -> Any:
+        if v is None:
+            return {} if info.field_name in ("last_stats", "protocols", "advertised_listeners") else set()
+        return v
+
+    @field_validator("msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out", mode="before")
+    @classmethod
+    def _traffic_null(cls, v: Any) -> Any:
+        return 0.0 if v is None else v
+
+    @field_validator("load_report_type", mode="before")
+    @classmethod
+    def _report_type(cls, v: Any) -> Any:
+        # The SimpleLoadManager's LoadReport shares the node; it is not ours to read as LocalBrokerData.
+        if v not in (None, "LocalBrokerData"):
+            raise ValueError(f"loadReportType {v!r} is not LocalBrokerData")
+        return "LocalBrokerData"
+
+    # ---- derived values -------------------------------------------------------------------
+    @property
+    def msg_rate(self) -> float:
+        return self.msg_rate_in + self.msg_rate_out
+
+    @property
+    def msg_throughput(self) -> float:
+        return self.msg_throughput_in + self.msg_throughput_out
+
+    def usages(self) -> SystemResourceUsage:
+        return SystemResourceUsage(
+            cpu=self.cpu, memory=self.memory, direct_memory=self.direct_memory,
+            bandwidth_in=self.bandwidth_in, bandwidth_out=self.bandwidth_out,
+        )
+
+    def max_resource_usage(self) -> float:
+        """Unweighted max of cpu, directMemory, bandwidthIn/Out as a fraction (float32 steps).
+
+        Heap memory is excluded, as in Pulsar since late 2022.
+        """
+        p = max(
+            self.cpu.percent_usage(), self.direct_memory.percent_usage(),
+            self.bandwidth_in.percent_usage(), self.bandwidth_out.percent_usage(),
+        )
+        return f32(f32(p) / f32(100.0))
+
+    def max_resource_usage_with_weight(self, w: ResourceWeights, include_memory: bool = True) -> float:
+        """Weighted max usage as a fraction, unclipped (Pulsar's ``getMaxResourceUsageWithWeight``).
+
+        ``include_memory=False`` is the four-weight form AvgShedder and placement use; with the
+        default memory weight 0 both forms agree.
+        """
+        best = -float("inf")
+        pairs = [
+            (self.cpu, w.cpu), (self.direct_memory, w.direct_memory),
+            (self.bandwidth_in, w.bandwidth_in), (self.bandwidth_out, w.bandwidth_out),
+        ]
+        if include_memory:
+            pairs.insert(1, (self.memory, w.memory))
+        for usage, weight in pairs:
+            v = usage.percent_usage() * weight
+            if v > best:
+                best = v
+        return best / 100.0
+
+    # ---- Pulsar's update rule -------------------------------------------------------------
+    def update(self, system: SystemResourceUsage, bundle_stats: Mapping[str, NamespaceBundleStats]) -> None:
+        """Apply a fresh sample: usages, bundle gains/losses since the last write, re-summed totals."""
+        self.cpu = system.cpu.model_copy()
+        self.memory = system.memory.model_copy()
+        self.direct_memory = system.direct_memory.model_copy()
+        self.bandwidth_in = system.bandwidth_in.model_copy()
+        self.bandwidth_out = system.bandwidth_out.model_copy()
+        for b in list(self.bundles):
+            if b not in bundle_stats:
+                self.bundles.discard(b)
+                self.last_bundle_losses.add(b)
+        for b in bundle_stats:
+            if b not in self.bundles:
+                self.bundles.add(b)
+                self.last_bundle_gains.add(b)
+        self.msg_rate_in = sum(s.msg_rate_in for s in bundle_stats.values())
+        self.msg_rate_out = sum(s.msg_rate_out for s in bundle_stats.values())
+        self.msg_throughput_in = sum(s.msg_throughput_in for s in bundle_stats.values())
+        self.msg_throughput_out = sum(s.msg_throughput_out for s in bundle_stats.values())
+        self.num_topics = sum(s.topics for s in bundle_stats.values())
+        self.num_consumers = sum(s.consumer_count for s in bundle_stats.values())
+        self.num_producers = sum(s.producer_count for s in bundle_stats.values())
+        self.num_bundles = len(bundle_stats)
+        self.last_stats = dict(bundle_stats)
+
+    def mark_written(self, now_ms: int) -> None:
+        """After a successful write: stamp the time and start a new gains/losses window."""
+        self.last_update = now_ms
+        self.last_bundle_gains = set()
+        self.last_bundle_losses = set()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        d = super().to_json_dict()
+        # Sets serialise in arbitrary order; sorted lists make reports diffable and stable.
+        for k in ("bundles", "lastBundleGains", "lastBundleLosses"):
+            d[k] = sorted(d[k])
+        return d
+
+
+class TimeAverageMessageData(PulsarModel):
+    """A windowed average of a bundle's traffic: exact mean up to ``maxSamples``, then an EMA."""
+
+    max_samples: int = SHORT_TERM_SAMPLES
+    num_samples: int = 0
+    msg_throughput_in: float = 0.0
+    msg_throughput_out: float = 0.0
+    msg_rate_in: float = 0.0
+    msg_rate_out: float = 0.0
+
+    @classmethod
+    def with_defaults(cls, max_samples: int) -> TimeAverageMessageData:
+        """Pulsar's seed for a bundle never seen before; the first real sample replaces it."""
+        return cls(
+            max_samples=max_samples, num_samples=0,
+            msg_throughput_in=DEFAULT_MSG_THROUGHPUT, msg_throughput_out=DEFAULT_MSG_THROUGHPUT,
+            msg_rate_in=DEFAULT_MSG_RATE, msg_rate_out=DEFAULT_MSG_RATE,
+        )
+
+    def update_values(self, rate_in: float, rate_out: float, tp_in: float, tp_out: float) -> None:
+        self.num_samples = min(self.num_samples + 1, self.max_samples)
+        n = self.num_samples
+        self.msg_throughput_in = ((n - 1) * self.msg_throughput_in + tp_in) / n
+        self.msg_throughput_out = ((n - 1) * self.msg_throughput_out + tp_out) / n
+        self.msg_rate_in = ((n - 1) * self.msg_rate_in + rate_in) / n
+        self.msg_rate_out = ((n - 1) * self.msg_rate_out + rate_out) / n
+
+    def update(self, stats: NamespaceBundleStats) -> None:
+        self.update_values(stats.msg_rate_in, stats.msg_rate_out, stats.msg_throughput_in, stats.msg_throughput_out)
+
+    @property
+    def msg_rate(self) -> float:
+        return self.msg_rate_in + self.msg_rate_out
+
+    @property
+    def msg_throughput(self) -> float:
+        return self.msg_throughput_in + self.msg_throughput_out
+
+    def order_key(self) -> tuple[int, int, int]:
+        """Pulsar's comparison: throughput in, then out, then msg rate, each at a coarse resolution."""
+        return (
+            int(self.msg_throughput_in / 100_000),
+            int(self.msg_throughput_out / 100_000),
+            int(self.msg_rate / 100),
+        )
+
+
+class ResourceQuota(PulsarModel):
+    """A bundle's quota at ``/loadbalance/resource-quota/<bundle>``; seeds data of unknown bundles."""
+
+    msg_rate_in: float = 0.0
+    msg_rate_out: float = 0.0
+    bandwidth_in: float = 0.0
+    bandwidth_out: float = 0.0
+    memory: float = 0.0
+    dynamic: bool = True
+
+
+class BundleData(PulsarModel):
+    """Short- and long-term traffic of a bundle at ``/loadbalance/bundle-data/<bundle>``."""
+
+    short_term_data: TimeAverageMessageData = Field(
+        default_factory=lambda: TimeAverageMessageData.with_defaults(SHORT_TERM_SAMPLES)
+    )
+    long_term_data: TimeAverageMessageData = Field(
+        default_factory=lambda: TimeAverageMessageData.with_defaults(LONG_TERM_SAMPLES)
+    )
+    topics: int = 0
+
+    @classmethod
+    def default(cls) -> BundleData:
+        return cls()
+
+    @classmethod
+    def from_quota(cls, quota: ResourceQuota) -> BundleData:
+        """Seed both windows from a quota, with full sample counts ("assume ample history")."""
+
+        def window(n: int) -> TimeAverageMessageData:
+            return TimeAverageMessageData(
+                max_samples=n, num_samples=n,
+                msg_rate_in=quota.msg_rate_in, msg_rate_out=quota.msg_rate_out,
+                msg_throughput_in=quota.bandwidth_in, msg_throughput_out=quota.bandwidth_out,
+            )
+
+        return cls(short_term_data=window(SHORT_TERM_SAMPLES), long_term_data=window(LONG_TERM_SAMPLES))
+
+    def update(self, stats: NamespaceBundleStats) -> None:
+        self.short_term_data.update(stats)
+        self.long_term_data.update(stats)
+        self.topics = stats.topics
+
+    def order_key(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        return (self.short_term_data.order_key(), self.long_term_data.order_key())
+
+
+class TimeAverageBrokerData(PulsarModel):
+    """Sums of a broker's bundles' averages, at ``/loadbalance/broker-time-average/<brokerId>``."""
+
+    short_term_msg_throughput_in: float = 0.0
+    short_term_msg_throughput_out: float = 0.0
+    short_term_msg_rate_in: float = 0.0
+    short_term_msg_rate_out: float = 0.0
+    long_term_msg_throughput_in: float = 0.0
+    long_term_msg_throughput_out: float = 0.0
+    long_term_msg_rate_in: float = 0.0
+    long_term_msg_rate_out: float = 0.0
+
+    def reset(self, bundles: Iterable[str], bundle_data: Mapping[str, BundleData]) -> None:
+        """Recompute from scratch; a bundle without data contributes Pulsar's default stats."""
+        s_tp_in = s_tp_out = s_r_in = s_r_out = 0.0
+        l_tp_in = l_tp_out = l_r_in = l_r_out = 0.0
+        for b in bundles:
+            d = bundle_data.get(b)
+            if d is None:
+                s_tp_in += DEFAULT_MSG_THROUGHPUT
+                s_tp_out += DEFAULT_MSG_THROUGHPUT
+                s_r_in += DEFAULT_MSG_RATE
+                s_r_out += DEFAULT_MSG_RATE
+                l_tp_in += DEFAULT_MSG_THROUGHPUT
+                l_tp_out += DEFAULT_MSG_THROUGHPUT
+                l_r_in += DEFAULT_MSG_RATE
+                l_r_out += DEFAULT_MSG_RATE
+                continue
+            st, lt = d.short_term_data, d.long_term_data
+            s_tp_in += st.msg_throughput_in
+            s_tp_out += st.msg_throughput_out
+            s_r_in += st.msg_rate_in
+            s_r_out += st.msg_rate_out
+            l_tp_in += lt.msg_throughput_in
+            l_tp_out += lt.msg_throughput_out
+            l_r_in += lt.msg_rate_in
+            l_r_out += lt.msg_rate_out
+        self.short_term_msg_throughput_in = s_tp_in
+        self.short_term_msg_throughput_out = s_tp_out
+        self.short_term_msg_rate_in = s_r_in
+        self.short_term_msg_rate_out = s_r_out
+        self.long_term_msg_throughput_in = l_tp_in
+        self.long_term_msg_throughput_out = l_tp_out
+        self.long_term_msg_rate_in = l_r_in
+        self.long_term_msg_rate_out = l_r_out
+
+
+class BrokerData(PulsarModel):
+    """The leader's in-memory view of one broker (never written as a whole)."""
+
+    local_data: LocalBrokerData = Field(default_factory=LocalBrokerData)
+    time_average_data: TimeAverageBrokerData = Field(default_factory=TimeAverageBrokerData)
+    preallocated_bundle_data: dict[str, BundleData] = Field(default_factory=dict)
+
+
+class LoadData(PulsarModel):
+    """The leader's whole view: brokers, bundle data, and recently unloaded bundles (epoch ms)."""
+
+    broker_data: dict[str, BrokerData] = Field(default_factory=dict)
+    bundle_data: dict[str, BundleData] = Field(default_factory=dict)
+    recently_unloaded_bundles: dict[str, int] = Field(default_factory=dict)
+
+    def owner_of(self, bundle: str) -> str | None:
+        for broker, data in self.broker_data.items():
+            if bundle in data.local_data.bundles:
+                return broker
+        return None

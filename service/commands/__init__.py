@@ -1,0 +1,1 @@
+"""Sub-commands of ``loadmgr``: one module each, each with ``register(subparsers)``."""
