@@ -8,6 +8,7 @@ whose range contains the CRC-32 of its full name's UTF-8 bytes.
 from __future__ import annotations
 
 import bisect
+import itertools
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -148,7 +149,7 @@ class NamespaceBundles:
         b = self.boundaries
         if len(b) < 2 or b[0] != FULL_LOWER or b[-1] != FULL_UPPER:
             raise InvalidInput("boundaries", list(b), "must start at 0x00000000 and end at 0xffffffff")
-        if any(x >= y for x, y in zip(b, b[1:], strict=False)):
+        if any(x >= y for x, y in itertools.pairwise(b)):
             raise InvalidInput("boundaries", list(b), "must be strictly increasing")
 
     @classmethod
@@ -189,7 +190,9 @@ class NamespaceBundles:
     def contains(self, rng: BundleRange) -> bool:
         i = bisect.bisect_left(self.boundaries, rng.lower)
         return (
-            i < len(self.boundaries) - 1 and self.boundaries[i] == rng.lower and self.boundaries[i + 1] == rng.upper
+            i < len(self.boundaries) - 1
+            and self.boundaries[i] == rng.lower
+            and self.boundaries[i + 1] == rng.upper
         )
 
     def split(self, rng: BundleRange, boundaries: Sequence[int]) -> NamespaceBundles:

@@ -32,24 +32,38 @@ class LoadBalancerConfig(BaseModel):
     loadBalancerEnabled: bool = _dyn(True, "Master switch for reports and shedding")
     loadBalancerSheddingEnabled: bool = _dyn(True, "Run load shedding on the leader")
     loadManagerClassName: str = _dyn(IMPL + "ModularLoadManagerImpl", "This broker's load manager class")
-    loadBalancerLoadSheddingStrategy: str = _dyn(IMPL + "ThresholdShedder", "Shedding strategy (class or short name)")
-    loadBalancerLoadPlacementStrategy: str = _dyn(IMPL + "LeastLongTermMessageRate", "Placement strategy (class or short name)")
+    loadBalancerLoadSheddingStrategy: str = _dyn(
+        IMPL + "ThresholdShedder", "Shedding strategy (class or short name)"
+    )
+    loadBalancerLoadPlacementStrategy: str = _dyn(
+        IMPL + "LeastLongTermMessageRate", "Placement strategy (class or short name)"
+    )
     # --- cadence ------------------------------------------------------------------------------
     loadBalancerSheddingIntervalMinutes: float = _dyn(1.0, "Leader shedding period, minutes")
     loadBalancerSheddingGracePeriodMinutes: float = _dyn(30.0, "Recently-unloaded window, minutes")
-    loadBalancerResourceQuotaUpdateIntervalMinutes: float = _dyn(15.0, "Bundle-data and time-average write period, minutes")
+    loadBalancerResourceQuotaUpdateIntervalMinutes: float = _dyn(
+        15.0, "Bundle-data and time-average write period, minutes"
+    )
     loadBalancerReportUpdateThresholdPercentage: int = _dyn(10, "Report change threshold, percent (strict >)")
     loadBalancerReportUpdateMinIntervalMillis: int = _dyn(5000, "Report task period, ms")
     loadBalancerReportUpdateMaxIntervalMinutes: float = _dyn(15.0, "Forced report age, minutes (strict >)")
     loadBalancerHostUsageCheckIntervalMinutes: float = _dyn(1.0, "Host usage sampling period, minutes", False)
-    loadBalancerMaxNumberOfBundlesInBundleLoadReport: int = _dyn(10, "Top-K bundles per broker written as bundle data (<=0 all)")
+    loadBalancerMaxNumberOfBundlesInBundleLoadReport: int = _dyn(
+        10, "Top-K bundles per broker written as bundle data (<=0 all)"
+    )
     # --- overload and thresholds ---------------------------------------------------------------
-    loadBalancerBrokerOverloadedThresholdPercentage: int = _dyn(85, "Overloaded above this weighted usage, percent")
-    loadBalancerBrokerThresholdShedderPercentage: int = _dyn(10, "ThresholdShedder margin over the average, points")
+    loadBalancerBrokerOverloadedThresholdPercentage: int = _dyn(
+        85, "Overloaded above this weighted usage, percent"
+    )
+    loadBalancerBrokerThresholdShedderPercentage: int = _dyn(
+        10, "ThresholdShedder margin over the average, points"
+    )
     loadBalancerHistoryResourcePercentage: float = _dyn(0.9, "Weight of history in smoothed usage (fraction)")
     loadBalancerBundleUnloadMinThroughputThreshold: float = _dyn(10.0, "Minimum throughput to shed, MB/s")
     lowerBoundarySheddingEnabled: bool = _dyn(False, "ThresholdShedder sheds toward under-loaded brokers")
-    loadBalancerAverageResourceUsageDifferenceThresholdPercentage: int = _dyn(10, "LeastResourceUsageWithWeight margin, percent")
+    loadBalancerAverageResourceUsageDifferenceThresholdPercentage: int = _dyn(
+        10, "LeastResourceUsageWithWeight margin, percent"
+    )
     # --- resource weights ----------------------------------------------------------------------
     loadBalancerCPUResourceWeight: float = _dyn(1.0, "CPU weight")
     loadBalancerMemoryResourceWeight: float = _dyn(0.0, "Heap memory weight (deprecated, 0)")
@@ -59,8 +73,12 @@ class LoadBalancerConfig(BaseModel):
     loadBalancerBandwithInResourceWeight: float = _dyn(1.0, "Deprecated spelling of the NIC in weight")
     loadBalancerBandwithOutResourceWeight: float = _dyn(1.0, "Deprecated spelling of the NIC out weight")
     # --- UniformLoadShedder / AvgShedder ----------------------------------------------------
-    loadBalancerMsgRateDifferenceShedderThreshold: float = _dyn(50.0, "Uniform: msg-rate difference, percent (<=0 off)")
-    loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold: float = _dyn(4.0, "Uniform: throughput ratio (<=0 off)")
+    loadBalancerMsgRateDifferenceShedderThreshold: float = _dyn(
+        50.0, "Uniform: msg-rate difference, percent (<=0 off)"
+    )
+    loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold: float = _dyn(
+        4.0, "Uniform: throughput ratio (<=0 off)"
+    )
     maxUnloadPercentage: float = _dyn(0.2, "Fraction of the max-min gap to move")
     minUnloadMessage: int = _dyn(1000, "Minimum msg/s to move")
     minUnloadMessageThroughput: int = _dyn(1048576, "Minimum bytes/s to move")
@@ -83,12 +101,19 @@ class LoadBalancerConfig(BaseModel):
     loadBalancerAutoBundleSplitEnabled: bool = _dyn(True, "Split hot bundles")
     loadBalancerAutoUnloadSplitBundlesEnabled: bool = _dyn(True, "Unload children after a split")
     loadBalancerNamespaceBundleMaxTopics: int = _dyn(1000, "Split above this many topics")
-    loadBalancerNamespaceBundleMaxSessions: int = _dyn(1000, "Split above this many producers+consumers (<=0 off)")
+    loadBalancerNamespaceBundleMaxSessions: int = _dyn(
+        1000, "Split above this many producers+consumers (<=0 off)"
+    )
     loadBalancerNamespaceBundleMaxMsgRate: int = _dyn(30000, "Split above this msg/s")
     loadBalancerNamespaceBundleMaxBandwidthMbytes: int = _dyn(100, "Split above this MB/s")
     loadBalancerNamespaceMaximumBundles: int = _dyn(128, "Maximum bundles per namespace")
     supportedNamespaceBundleSplitAlgorithms: list[str] = _dyn(
-        ["range_equally_divide", "topic_count_equally_divide", "specified_positions_divide", "flow_or_qps_equally_divide"],
+        [
+            "range_equally_divide",
+            "topic_count_equally_divide",
+            "specified_positions_divide",
+            "flow_or_qps_equally_divide",
+        ],
         "Split algorithms accepted",
     )
     defaultNamespaceBundleSplitAlgorithm: str = _dyn("range_equally_divide", "Split algorithm of auto splits")
@@ -150,7 +175,9 @@ class LoadBalancerConfig(BaseModel):
         return cls.from_dict(parse_properties(text), ignore_unknown=ignore_unknown)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str], base: Mapping[str, Any] | None = None) -> LoadBalancerConfig:
+    def from_env(
+        cls, environ: Mapping[str, str], base: Mapping[str, Any] | None = None
+    ) -> LoadBalancerConfig:
         """Overrides from ``PULSAR_PREFIX_<key>`` (Pulsar's container convention) or ``LOADMGR_<key>``."""
         values: dict[str, Any] = dict(base or {})
         values.update(env_overrides(environ))
@@ -180,8 +207,12 @@ class LoadBalancerConfig(BaseModel):
             cpu=self.loadBalancerCPUResourceWeight,
             memory=self.loadBalancerMemoryResourceWeight,
             direct_memory=self.loadBalancerDirectMemoryResourceWeight,
-            bandwidth_in=bw(self.loadBalancerBandwidthInResourceWeight, self.loadBalancerBandwithInResourceWeight),
-            bandwidth_out=bw(self.loadBalancerBandwidthOutResourceWeight, self.loadBalancerBandwithOutResourceWeight),
+            bandwidth_in=bw(
+                self.loadBalancerBandwidthInResourceWeight, self.loadBalancerBandwithInResourceWeight
+            ),
+            bandwidth_out=bw(
+                self.loadBalancerBandwidthOutResourceWeight, self.loadBalancerBandwithOutResourceWeight
+            ),
         )
 
     @property
@@ -209,8 +240,8 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, value in environ.items():
         for prefix in ENV_PREFIXES:
-            if name.startswith(prefix) and name[len(prefix):] in keys:
-                out[name[len(prefix):]] = value
+            if name.startswith(prefix) and name[len(prefix) :] in keys:
+                out[name[len(prefix) :]] = value
     return out
 
 
@@ -225,7 +256,7 @@ def parse_properties(text: str) -> dict[str, str]:
         if sep < 0:
             out[line] = ""
             continue
-        out[line[:sep].strip()] = line[sep + 1:].strip()
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
     return out
 
 
@@ -242,8 +273,13 @@ def describe(config: LoadBalancerConfig, keys: Iterable[str] | None = None) -> l
     for name, f in type(config).model_fields.items():
         if keys is not None and name not in keys:
             continue
-        rows.append({
-            "key": name, "value": getattr(config, name), "default": f.default,
-            "dynamic": name in dyn, "description": f.description or "",
-        })
+        rows.append(
+            {
+                "key": name,
+                "value": getattr(config, name),
+                "default": f.default,
+                "dynamic": name in dyn,
+                "description": f.description or "",
+            }
+        )
     return rows

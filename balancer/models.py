@@ -142,8 +142,13 @@ class LocalBrokerData(PulsarModel):
         return {} if v is None else v
 
     @field_validator(
-        "last_stats", "protocols", "advertised_listeners", "bundles", "last_bundle_gains",
-        "last_bundle_losses", mode="before",
+        "last_stats",
+        "protocols",
+        "advertised_listeners",
+        "bundles",
+        "last_bundle_gains",
+        "last_bundle_losses",
+        mode="before",
     )
     @classmethod
     def _collection_null(cls, v: Any, info: Any) -> Any:
@@ -175,8 +180,11 @@ class LocalBrokerData(PulsarModel):
 
     def usages(self) -> SystemResourceUsage:
         return SystemResourceUsage(
-            cpu=self.cpu, memory=self.memory, direct_memory=self.direct_memory,
-            bandwidth_in=self.bandwidth_in, bandwidth_out=self.bandwidth_out,
+            cpu=self.cpu,
+            memory=self.memory,
+            direct_memory=self.direct_memory,
+            bandwidth_in=self.bandwidth_in,
+            bandwidth_out=self.bandwidth_out,
         )
 
     def max_resource_usage(self) -> float:
@@ -185,8 +193,10 @@ class LocalBrokerData(PulsarModel):
         Heap memory is excluded, as in Pulsar since late 2022.
         """
         p = max(
-            self.cpu.percent_usage(), self.direct_memory.percent_usage(),
-            self.bandwidth_in.percent_usage(), self.bandwidth_out.percent_usage(),
+            self.cpu.percent_usage(),
+            self.direct_memory.percent_usage(),
+            self.bandwidth_in.percent_usage(),
+            self.bandwidth_out.percent_usage(),
         )
         return f32(f32(p) / f32(100.0))
 
@@ -198,8 +208,10 @@ class LocalBrokerData(PulsarModel):
         """
         best = -float("inf")
         pairs = [
-            (self.cpu, w.cpu), (self.direct_memory, w.direct_memory),
-            (self.bandwidth_in, w.bandwidth_in), (self.bandwidth_out, w.bandwidth_out),
+            (self.cpu, w.cpu),
+            (self.direct_memory, w.direct_memory),
+            (self.bandwidth_in, w.bandwidth_in),
+            (self.bandwidth_out, w.bandwidth_out),
         ]
         if include_memory:
             pairs.insert(1, (self.memory, w.memory))
@@ -263,9 +275,12 @@ class TimeAverageMessageData(PulsarModel):
     def with_defaults(cls, max_samples: int) -> TimeAverageMessageData:
         """Pulsar's seed for a bundle never seen before; the first real sample replaces it."""
         return cls(
-            max_samples=max_samples, num_samples=0,
-            msg_throughput_in=DEFAULT_MSG_THROUGHPUT, msg_throughput_out=DEFAULT_MSG_THROUGHPUT,
-            msg_rate_in=DEFAULT_MSG_RATE, msg_rate_out=DEFAULT_MSG_RATE,
+            max_samples=max_samples,
+            num_samples=0,
+            msg_throughput_in=DEFAULT_MSG_THROUGHPUT,
+            msg_throughput_out=DEFAULT_MSG_THROUGHPUT,
+            msg_rate_in=DEFAULT_MSG_RATE,
+            msg_rate_out=DEFAULT_MSG_RATE,
         )
 
     def update_values(self, rate_in: float, rate_out: float, tp_in: float, tp_out: float) -> None:
@@ -277,7 +292,9 @@ class TimeAverageMessageData(PulsarModel):
         self.msg_rate_out = ((n - 1) * self.msg_rate_out + rate_out) / n
 
     def update(self, stats: NamespaceBundleStats) -> None:
-        self.update_values(stats.msg_rate_in, stats.msg_rate_out, stats.msg_throughput_in, stats.msg_throughput_out)
+        self.update_values(
+            stats.msg_rate_in, stats.msg_rate_out, stats.msg_throughput_in, stats.msg_throughput_out
+        )
 
     @property
     def msg_rate(self) -> float:
@@ -328,9 +345,12 @@ class BundleData(PulsarModel):
 
         def window(n: int) -> TimeAverageMessageData:
             return TimeAverageMessageData(
-                max_samples=n, num_samples=n,
-                msg_rate_in=quota.msg_rate_in, msg_rate_out=quota.msg_rate_out,
-                msg_throughput_in=quota.bandwidth_in, msg_throughput_out=quota.bandwidth_out,
+                max_samples=n,
+                num_samples=n,
+                msg_rate_in=quota.msg_rate_in,
+                msg_rate_out=quota.msg_rate_out,
+                msg_throughput_in=quota.bandwidth_in,
+                msg_throughput_out=quota.bandwidth_out,
             )
 
         return cls(short_term_data=window(SHORT_TERM_SAMPLES), long_term_data=window(LONG_TERM_SAMPLES))

@@ -33,7 +33,9 @@ class Settings(BaseSettings):
     decision_log_size: int = Field(500, description="Decisions kept in memory for GET /decisions")
     log_level: str = Field("INFO", description="Python log level")
 
-    def load_balancer_config(self, environ: dict[str, str], extra: dict[str, Any] | None = None) -> LoadBalancerConfig:
+    def load_balancer_config(
+        self, environ: dict[str, str], extra: dict[str, Any] | None = None
+    ) -> LoadBalancerConfig:
         """broker.conf (if any), then ``PULSAR_PREFIX_<key>``/``LOADMGR_<key>`` overrides, then ``extra``."""
         base: dict[str, Any] = {}
         if self.broker_conf is not None:

@@ -1,0 +1,54 @@
+# Two entry points on a fresh machine: `make run` (demo) and `make test` (lint, types, all tests).
+# Everything else here is the set-up they share.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test setup check-java lint typecheck unit integration e2e deploy-check vectors bench clean
+
+run: setup
+	$(VENV)/bin/loadmgr demo
+
+test: setup lint typecheck
+	bash scripts/run-tests.sh
+
+setup: check-java $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version.split()[0]'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+check-java:
+	@bash scripts/check-java.sh
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check balancer service tests bench
+
+typecheck: setup
+	$(VENV)/bin/mypy balancer
+	$(VENV)/bin/mypy service
+
+unit: setup
+	$(PY) -m pytest tests/unit -q
+
+integration: setup
+	$(PY) -m pytest tests/integration -q
+
+e2e: setup
+	$(PY) -m pytest tests/e2e -q
+
+vectors: setup
+	$(VENV)/bin/loadmgr vectors run tests/vectors
+
+bench: setup
+	$(PY) bench/quality.py
+	$(PY) bench/cycle_speed.py
+	$(PY) bench/longterm_speed.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build *.egg-info

@@ -1,0 +1,98 @@
+"""LoadBalancerConfig: Pulsar's keys and defaults, three sources, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from balancer.config import LoadBalancerConfig, describe
+from balancer.errors import ConfigError
+
+
+def test_defaults_are_pulsars() -> None:
+    c = LoadBalancerConfig()
+    assert c.loadBalancerBrokerOverloadedThresholdPercentage == 85
+    assert c.loadBalancerSheddingGracePeriodMinutes == 30
+    assert c.loadBalancerHistoryResourcePercentage == 0.9
+    assert c.minUnloadMessageThroughput == 1048576
+    assert c.loadBalancerNamespaceMaximumBundles == 128
+    assert c.loadBalancerLoadSheddingStrategy.endswith(".ThresholdShedder")
+    assert c.grace_period_ms == 30 * 60_000 and c.overload_threshold == 0.85
+
+
+def test_broker_conf_parses_known_keys_and_ignores_the_rest() -> None:
+    text = """
+    # a real broker.conf holds many unrelated keys
+    clusterName=standalone
+    loadBalancerBrokerOverloadedThresholdPercentage=70
+    loadBalancerSheddingExcludedNamespaces=public/a, public/b
+    lowerBoundarySheddingEnabled=true
+    loadBalancerOverrideBrokerNicSpeedGbps=
+    """
+    c = LoadBalancerConfig.from_broker_conf(text)
+    assert c.loadBalancerBrokerOverloadedThresholdPercentage == 70
+    assert c.loadBalancerSheddingExcludedNamespaces == ["public/a", "public/b"]
+    assert c.lowerBoundarySheddingEnabled is True
+    assert c.loadBalancerOverrideBrokerNicSpeedGbps is None
+
+
+def test_env_overrides_both_prefixes() -> None:
+    c = LoadBalancerConfig.from_env(
+        {
+            "PULSAR_PREFIX_maxUnloadPercentage": "0.5",
+            "LOADMGR_loadBalancerSheddingIntervalMinutes": "0.05",
+            "HOME": "/root",
+        }
+    )
+    assert c.maxUnloadPercentage == 0.5 and c.shedding_interval_ms == 3000
+
+
+@pytest.mark.parametrize(
+    ("values", "key", "value"),
+    [
+        (
+            {"loadBalancerBrokerOverloadedThresholdPercentage": "eighty"},
+            "loadBalancerBrokerOverloadedThresholdPercentage",
+            "eighty",
+        ),
+        (
+            {"loadBalancerBrokerOverloadedThresholdPercentage": 85.5},
+            "loadBalancerBrokerOverloadedThresholdPercentage",
+            85.5,
+        ),
+        ({"lowerBoundarySheddingEnabled": "maybe"}, "lowerBoundarySheddingEnabled", "maybe"),
+        ({"loadBalancerNoSuchKey": 1}, "loadBalancerNoSuchKey", 1),
+    ],
+)
+def test_errors_name_the_key_and_value(values: dict[str, object], key: str, value: object) -> None:
+    with pytest.raises(ConfigError) as e:
+        LoadBalancerConfig.from_dict(values)
+    assert e.value.field == key and e.value.value == value
+    assert key in str(e.value)
+
+
+def test_dynamic_updates_only() -> None:
+    c = LoadBalancerConfig()
+    assert "loadBalancerBrokerOverloadedThresholdPercentage" in c.dynamic_keys()
+    assert "topicBundleAssignmentStrategy" not in c.dynamic_keys()
+    c2 = c.with_updates({"loadBalancerBrokerOverloadedThresholdPercentage": 70}, dynamic_only=True)
+    assert (
+        c2.loadBalancerBrokerOverloadedThresholdPercentage == 70
+        and c.loadBalancerBrokerOverloadedThresholdPercentage == 85
+    )
+    with pytest.raises(ConfigError, match="topicBundleAssignmentStrategy"):
+        c.with_updates({"topicBundleAssignmentStrategy": "x"}, dynamic_only=True)
+
+
+def test_deprecated_bandwidth_weight_spelling_counts_when_new_key_is_default() -> None:
+    c = LoadBalancerConfig(loadBalancerBandwithInResourceWeight=0.5)
+    assert c.weights().bandwidth_in == 0.5
+    c = LoadBalancerConfig(
+        loadBalancerBandwidthInResourceWeight=2.0, loadBalancerBandwithInResourceWeight=0.5
+    )
+    assert c.weights().bandwidth_in == 2.0
+
+
+def test_describe_lists_every_key_once() -> None:
+    rows = describe(LoadBalancerConfig())
+    assert len(rows) == len(LoadBalancerConfig.keys())
+    assert all({"key", "value", "default", "dynamic", "description"} <= set(r) for r in rows)
