@@ -116,7 +116,7 @@ def test_peak_hour_and_modes() -> None:
     assert r.peak_hour_msg_rate == pytest.approx(99.0)
     mean = long_term_message_data(r, "mean")
     assert mean.num_samples == 48
-    assert mean.msg_rate_in == pytest.approx((22 * 10.0 + 2 * 99.0) / 48)
+    assert mean.msg_rate_in == pytest.approx((46 * 10.0 + 2 * 99.0) / 48)
     # 48 samples: the 46th smallest is the p95, and only 2 are at the peak
     assert long_term_message_data(r, "p95").msg_rate_in == 10.0
     assert isinstance(long_term_message_data(r, "pulsar"), TimeAverageMessageData)
