@@ -1,0 +1,125 @@
+"""Candidate bundles and the two bundle-picking rules the Pulsar shedders share.
+
+Everything here works on plain floats and tuples: a leader cycle may look at 100,000 bundles, so
+no model objects are created per bundle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from balancer.bundles import is_system_bundle
+from balancer.explain import Explanation, explain
+from balancer.models import BundleData, LoadData, LocalBrokerData
+from balancer.shedding.base import SheddingResult
+
+Metric = Callable[[BundleData], float]
+
+
+def throughput(data: BundleData) -> float:
+    """Short-term bytes/s in + out: every shedder reads the short-term window only."""
+    st = data.short_term_data
+    return st.msg_throughput_in + st.msg_throughput_out
+
+
+def msg_rate(data: BundleData) -> float:
+    st = data.short_term_data
+    return st.msg_rate_in + st.msg_rate_out
+
+
+@dataclass
+class Candidates:
+    """A broker's sheddable bundles, largest first, and how many owned bundles were left out."""
+
+    ranked: list[tuple[str, float]]
+    recently_unloaded: int = 0
+    system: int = 0
+    no_data: int = 0
+
+    def numbers(self) -> dict[str, int]:
+        return {
+            "candidates": len(self.ranked),
+            "skippedRecentlyUnloaded": self.recently_unloaded,
+            "skippedSystem": self.system,
+            "skippedNoData": self.no_data,
+        }
+
+
+def candidates(load: LoadData, local: LocalBrokerData, metric: Metric) -> Candidates:
+    """Owned bundles with data, not system (Pulsar's getBundleDataForLoadShedding), not recently
+    unloaded, sorted by ``metric`` descending.
+
+    Pulsar breaks equal-traffic ties by Java hash-map order, which no test asserts; we break them
+    by bundle name so that a run is reproducible.
+    """
+    out = Candidates(ranked=[])
+    bundle_data = load.bundle_data
+    recent = load.recently_unloaded_bundles
+    pairs: list[tuple[str, float]] = []
+    for name in local.bundles:
+        data = bundle_data.get(name)
+        if data is None:
+            out.no_data += 1
+        elif is_system_bundle(name):
+            out.system += 1
+        elif name in recent:
+            out.recently_unloaded += 1
+        else:
+            pairs.append((name, metric(data)))
+    pairs.sort(key=lambda p: (-p[1], p[0]))
+    out.ranked = pairs
+    return out
+
+
+def cover(ranked: list[tuple[str, float]], target: float) -> list[tuple[str, float, float]]:
+    """Overload/Threshold rule: take bundles, largest first, while the amount taken is below
+    ``target`` or nothing is taken yet. Returns (bundle, traffic, taken before it)."""
+    taken = 0.0
+    out: list[tuple[str, float, float]] = []
+    for name, traffic in ranked:
+        if taken < target or not out:
+            out.append((name, traffic, taken))
+            taken += traffic
+        else:
+            break
+    return out
+
+
+@dataclass
+class ResultBuilder:
+    """Accumulates a :class:`SheddingResult` while a strategy runs."""
+
+    strategy: str
+    unloads: dict[str, list[str]] = field(default_factory=dict)
+    destinations: dict[str, str] = field(default_factory=dict)
+    decisions: list[Explanation] = field(default_factory=list)
+    brokers: dict[str, Explanation] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def broker(self, broker: str, reason: str, message: str, /, **numbers: Any) -> None:
+        self.brokers[broker] = explain(reason, message, subject=broker, **numbers)
+
+    def unload(self, broker: str, bundle: str, reason: str, message: str, /, **numbers: Any) -> None:
+        self.unloads.setdefault(broker, []).append(bundle)
+        self.decisions.append(explain(reason, message, subject=bundle, broker=broker, **numbers))
+
+    def build(self, reason: str | None = None, message: str = "", /, **numbers: Any) -> SheddingResult:
+        count = sum(len(v) for v in self.unloads.values())
+        if reason is None:
+            reason = "unload" if count else "nothing_to_unload"
+        if not message:
+            message = (
+                f"{self.strategy} selected {count} bundle(s) on {len(self.unloads)} broker(s)"
+                if count
+                else f"{self.strategy} selected nothing"
+            )
+        summary = explain(reason, message, strategy=self.strategy, bundles=count, **numbers, **self.notes)
+        return SheddingResult(
+            unloads=self.unloads,
+            destinations=self.destinations,
+            decisions=self.decisions,
+            brokers=self.brokers,
+            summary=summary,
+        )
