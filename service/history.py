@@ -1,0 +1,263 @@
+"""Load history: every leader cycle's bundle and broker figures, appended to a Parquet dataset.
+
+Layout under the sink's URI (Hive-style partitions any Spark or pyarrow reader understands)::
+
+    bundles/date=YYYY-MM-DD/hour=HH/part-<uuid>.parquet
+    brokers/date=YYYY-MM-DD/hour=HH/part-<uuid>.parquet
+
+``append_cycle`` only snapshots the figures into plain tuples and queues them; one background thread
+does the Parquet I/O, so a slow or failing disk never delays a shedding cycle. When the queue is full
+the cycle is dropped and counted rather than blocking the leader. Each file is written under a hidden
+name (leading ``_``, which Spark and pyarrow skip) in its final directory and then renamed, so a
+reader never sees a half-written file.
+
+One row per bundle per cycle: a bundle listed by two brokers (mid-move) is recorded once, from its
+owner when the owner lists it. Cycles whose time does not advance are skipped, which keeps
+``(bundle, time)`` unique — the long-term job relies on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from balancer.errors import InvalidInput
+from balancer.models import LoadData, NamespaceBundleStats
+
+log = logging.getLogger(__name__)
+
+BUNDLE_SCHEMA = pa.schema(
+    [
+        ("time", pa.int64()),
+        ("bundle", pa.string()),
+        ("owner", pa.string()),
+        ("msg_rate_in", pa.float64()),
+        ("msg_rate_out", pa.float64()),
+        ("msg_throughput_in", pa.float64()),
+        ("msg_throughput_out", pa.float64()),
+        ("topics", pa.int64()),
+        ("producers", pa.int64()),
+        ("consumers", pa.int64()),
+    ]
+)
+
+BROKER_SCHEMA = pa.schema(
+    [
+        ("time", pa.int64()),
+        ("broker", pa.string()),
+        ("cpu_usage", pa.float64()),
+        ("cpu_limit", pa.float64()),
+        ("memory_usage", pa.float64()),
+        ("memory_limit", pa.float64()),
+        ("direct_memory_usage", pa.float64()),
+        ("direct_memory_limit", pa.float64()),
+        ("bandwidth_in_usage", pa.float64()),
+        ("bandwidth_in_limit", pa.float64()),
+        ("bandwidth_out_usage", pa.float64()),
+        ("bandwidth_out_limit", pa.float64()),
+        ("msg_rate_in", pa.float64()),
+        ("msg_rate_out", pa.float64()),
+        ("msg_throughput_in", pa.float64()),
+        ("msg_throughput_out", pa.float64()),
+    ]
+)
+
+DATASETS = {"bundles": BUNDLE_SCHEMA, "brokers": BROKER_SCHEMA}
+
+# Spark names object stores by its Hadoop connector (s3a://); pyarrow knows the same store as s3://.
+_SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
+
+
+def resolve_filesystem(uri: str) -> tuple[pafs.FileSystem, str, bool]:
+    """(filesystem, root path, is_local) for a plain path, a ``file://`` URI or another pyarrow scheme."""
+    if not uri:
+        raise InvalidInput("history uri", uri, "must not be empty")
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file") or len(parsed.scheme) == 1:  # one letter: a Windows drive
+        path = parsed.path if parsed.scheme == "file" else uri
+        return pafs.LocalFileSystem(), os.path.abspath(path), True
+    scheme = _SCHEME_ALIASES.get(parsed.scheme, parsed.scheme)
+    target = scheme + uri[len(parsed.scheme) :]
+    try:
+        fs, path = pafs.FileSystem.from_uri(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as e:
+        raise InvalidInput("history uri", uri, f"pyarrow cannot write this scheme: {e}") from e
+    return fs, path, False
+
+
+def partition_of(now_ms: int) -> tuple[str, str]:
+    """(``YYYY-MM-DD``, ``HH``) of a time, in UTC."""
+    t = datetime.fromtimestamp(now_ms / 1000.0, tz=UTC)
+    return t.strftime("%Y-%m-%d"), t.strftime("%H")
+
+
+def bundle_rows(now_ms: int, load: LoadData, owners: Mapping[str, str]) -> list[tuple[Any, ...]]:
+    """One row per bundle listed in any broker's latest stats (the owner's figures win)."""
+    chosen: dict[str, tuple[str, NamespaceBundleStats]] = {}
+    for broker in sorted(load.broker_data):
+        for bundle, stats in load.broker_data[broker].local_data.last_stats.items():
+            if bundle not in chosen or owners.get(bundle) == broker:
+                chosen[bundle] = (broker, stats)
+    rows = []
+    for bundle, (broker, s) in chosen.items():
+        rows.append(
+            (
+                now_ms, bundle, owners.get(bundle, broker),
+                s.msg_rate_in, s.msg_rate_out, s.msg_throughput_in, s.msg_throughput_out,
+                s.topics, s.producer_count, s.consumer_count,
+            )
+        )  # fmt: skip
+    return rows
+
+
+def broker_rows(now_ms: int, load: LoadData) -> list[tuple[Any, ...]]:
+    rows = []
+    for broker, data in load.broker_data.items():
+        d = data.local_data
+        rows.append(
+            (
+                now_ms, broker,
+                d.cpu.usage, d.cpu.limit, d.memory.usage, d.memory.limit,
+                d.direct_memory.usage, d.direct_memory.limit,
+                d.bandwidth_in.usage, d.bandwidth_in.limit, d.bandwidth_out.usage, d.bandwidth_out.limit,
+                d.msg_rate_in, d.msg_rate_out, d.msg_throughput_in, d.msg_throughput_out,
+            )
+        )  # fmt: skip
+    return rows
+
+
+@dataclass
+class SinkStats:
+    cycles_queued: int = 0
+    cycles_dropped: int = 0  # queue full: the writer is behind
+    cycles_stale: int = 0  # time did not advance past the previous cycle
+    files_written: int = 0
+    rows_written: dict[str, int] = field(default_factory=lambda: {"bundles": 0, "brokers": 0})
+    write_errors: int = 0
+
+
+_STOP = object()
+
+
+class HistorySink:
+    """Appends leader cycles to the history dataset without ever blocking the caller."""
+
+    def __init__(self, uri: str, max_queue: int = 64, max_cycles_per_file: int = 60) -> None:
+        if max_queue < 1:
+            raise InvalidInput("max_queue", max_queue, "must be at least 1")
+        self.uri = uri
+        self._fs, self._root, self._local = resolve_filesystem(uri)
+        self._queue: queue.Queue[object] = queue.Queue(maxsize=max_queue)
+        self._max_batch = max(1, max_cycles_per_file)
+        self._lock = threading.Lock()
+        self._last_ms: int | None = None
+        self._closed = False
+        self.stats = SinkStats()
+        self._thread = threading.Thread(target=self._run, name="history-writer", daemon=True)
+        self._thread.start()
+
+    # ---- caller side (leader thread) ---------------------------------------------------------------
+    def append_cycle(self, now_ms: int, load: LoadData, owners: Mapping[str, str]) -> None:
+        """Queue one cycle; returns at once. Dropped (and counted) if the writer is too far behind."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._last_ms is not None and now_ms <= self._last_ms:
+                self.stats.cycles_stale += 1
+                return
+            self._last_ms = now_ms
+        item = (now_ms, bundle_rows(now_ms, load, owners), broker_rows(now_ms, load))
+        try:
+            self._queue.put_nowait(item)
+        except queue.Full:
+            with self._lock:
+                self.stats.cycles_dropped += 1
+                dropped = self.stats.cycles_dropped
+            if dropped == 1 or dropped % 100 == 0:
+                log.warning("history writer is behind: %d cycles dropped so far", dropped)
+            return
+        with self._lock:
+            self.stats.cycles_queued += 1
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write everything queued, then stop the writer."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning("history writer did not finish within %.0f s", timeout)
+
+    # ---- writer thread -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < self._max_batch:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stop = any(item is _STOP for item in batch)
+            cycles = [item for item in batch if item is not _STOP]
+            if cycles:
+                self._write_cycles(cycles)
+            if stop:
+                return
+
+    def _write_cycles(self, cycles: list[Any]) -> None:
+        # Group every queued cycle by partition so a backlog becomes one file per hour, not per cycle.
+        groups: dict[tuple[str, str, str], list[tuple[Any, ...]]] = defaultdict(list)
+        for now_ms, bundles, brokers in cycles:
+            date, hour = partition_of(now_ms)
+            groups[("bundles", date, hour)].extend(bundles)
+            groups[("brokers", date, hour)].extend(brokers)
+        for (dataset, date, hour), rows in groups.items():
+            if not rows:
+                continue
+            try:
+                self._write_file(dataset, date, hour, rows)
+            except Exception:
+                with self._lock:
+                    self.stats.write_errors += 1
+                log.exception(
+                    "history write failed: %s date=%s hour=%s (%d rows)", dataset, date, hour, len(rows)
+                )
+
+    def _write_file(self, dataset: str, date: str, hour: str, rows: list[tuple[Any, ...]]) -> None:
+        schema = DATASETS[dataset]
+        columns = list(zip(*rows, strict=True))
+        table = pa.Table.from_arrays(
+            [pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)], schema=schema
+        )
+        directory = f"{self._root}/{dataset}/date={date}/hour={hour}"
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        tmp, final = f"{directory}/_tmp-{name}", f"{directory}/{name}"
+        started = time.monotonic()
+        self._fs.create_dir(directory, recursive=True)
+        pq.write_table(table, tmp, filesystem=self._fs)
+        if self._local:
+            os.replace(tmp, final)  # atomic on one filesystem
+        else:
+            self._fs.move(tmp, final)
+        with self._lock:
+            self.stats.files_written += 1
+            self.stats.rows_written[dataset] += len(rows)
+        log.debug(
+            "history: wrote %d %s rows to %s in %.3f s", len(rows), dataset, final, time.monotonic() - started
+        )
