@@ -1,0 +1,1 @@
+"""Bundle placement: Pulsar's strategies, its broker filters, and the selection pipeline."""

@@ -1,0 +1,87 @@
+"""The placement contract: a strategy picks one broker among candidates and says why."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Protocol, runtime_checkable
+
+from balancer.config import LoadBalancerConfig
+from balancer.explain import Explanation
+from balancer.javamath import percent_usage
+from balancer.models import BundleData, LoadData, LocalBrokerData, ResourceWeights
+
+
+@dataclass(frozen=True)
+class PlacementChoice:
+    """A strategy's answer: the broker (None when nobody fits) and the reasoning with its numbers."""
+
+    broker: str | None
+    explanation: Explanation
+
+
+@runtime_checkable
+class PlacementStrategy(Protocol):
+    name: str
+
+    def select_broker(
+        self,
+        candidates: Sequence[str],
+        bundle: str,
+        bundle_data: BundleData,
+        load: LoadData,
+        config: LoadBalancerConfig,
+        rng: random.Random,
+    ) -> PlacementChoice: ...
+
+    def on_active_brokers_change(self, active: set[str]) -> None: ...
+
+
+@lru_cache(maxsize=1 << 16)
+def _weighted(
+    cpu_u: float,
+    cpu_l: float,
+    dm_u: float,
+    dm_l: float,
+    in_u: float,
+    in_l: float,
+    out_u: float,
+    out_l: float,
+    w_cpu: float,
+    w_dm: float,
+    w_in: float,
+    w_out: float,
+) -> float:
+    # Pure function of the numbers, so memoising it is safe across cycles and mutations;
+    # a placement pass asks for the same broker's usage once per moved bundle.
+    best = max(
+        percent_usage(cpu_u, cpu_l) * w_cpu,
+        percent_usage(dm_u, dm_l) * w_dm,
+        percent_usage(in_u, in_l) * w_in,
+        percent_usage(out_u, out_l) * w_out,
+    )
+    return best / 100.0
+
+
+def weighted_usage(local: LocalBrokerData, w: ResourceWeights) -> float:
+    """W(broker): Pulsar's weighted max of cpu, direct memory and NIC in/out, as a fraction.
+
+    Heap memory is not part of W (Pulsar since 3.0), whatever its weight.
+    """
+    c, d, i, o = local.cpu, local.direct_memory, local.bandwidth_in, local.bandwidth_out
+    return _weighted(
+        c.usage,
+        c.limit,
+        d.usage,
+        d.limit,
+        i.usage,
+        i.limit,
+        o.usage,
+        o.limit,
+        w.cpu,
+        w.direct_memory,
+        w.bandwidth_in,
+        w.bandwidth_out,
+    )
