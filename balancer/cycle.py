@@ -1,0 +1,130 @@
+"""One leader shedding cycle: what to unload, and where each bundle goes.
+
+The live leader and the simulator both call :func:`plan_shedding_cycle`. It mirrors Pulsar's
+``doLoadShedding``: the strategy proposes (broker, bundle) pairs; a bundle of an excluded
+namespace, one no other broker may host, or one anti-affinity pins is skipped; the destination is
+the strategy's bound one when it survives the filters, else the placement pipeline's choice
+(without preallocation); no destination or the source itself means no move.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from balancer.bundles import namespace_of
+from balancer.config import LoadBalancerConfig
+from balancer.explain import Explanation, explain
+from balancer.models import LoadData
+from balancer.placement.base import PlacementStrategy
+from balancer.placement.context import PlacementContext
+from balancer.placement.filters import anti_affinity_allows_unload
+from balancer.placement.pipeline import PipelineCache, PlacementDecision, select_broker
+from balancer.shedding.base import LoadSheddingStrategy, SheddingResult
+from balancer.shedding.leader_rules import shed
+
+
+@dataclass
+class Move:
+    bundle: str
+    source: str
+    destination: str
+    explanation: Explanation
+
+
+@dataclass
+class CyclePlan:
+    moves: list[Move]
+    shedding: SheddingResult
+    skipped: list[Explanation] = field(default_factory=list)
+
+
+def plan_shedding_cycle(
+    load: LoadData,
+    config: LoadBalancerConfig,
+    shedder: LoadSheddingStrategy,
+    placement: PlacementStrategy,
+    ctx: PlacementContext,
+    now_ms: int,
+    rng: random.Random,
+) -> CyclePlan:
+    """Plan one cycle; records ``recently_unloaded_bundles[bundle] = now_ms`` for every move."""
+    result = shed(load, config, shedder, now_ms)
+    plan = CyclePlan([], result)
+    if result.count == 0:
+        return plan
+    cache = PipelineCache(load, config, ctx)
+    why_unloaded = {d.subject: d for d in result.decisions if d.subject}
+    excluded = ctx.excluded_namespaces
+    if excluded is None:
+        excluded = set(config.loadBalancerSheddingExcludedNamespaces)
+    for source, bundle in result.bundles():
+        ns = namespace_of(bundle)
+        if ns in excluded:
+            plan.skipped.append(
+                explain("excluded_namespace", "namespace excluded from shedding", subject=bundle)
+            )
+            continue
+        policy, _ = cache.policy_set(ns, bundle)
+        if not any(b != source for b in policy):
+            plan.skipped.append(
+                explain(
+                    "no_other_broker",
+                    "no other broker satisfies the namespace policies",
+                    subject=bundle,
+                    source=source,
+                    policy_brokers=len(policy),
+                )
+            )
+            continue
+        group = ctx.anti_affinity_groups.get(ns)
+        if group is not None:
+            blocked = anti_affinity_allows_unload(source, cache.brokers, cache.anti_affinity_counts(group))
+            if blocked is not None:
+                blocked.subject = bundle
+                plan.skipped.append(blocked)
+                continue
+        decision = select_broker(
+            bundle,
+            load,
+            config,
+            placement,
+            ctx,
+            rng,
+            cache=cache,
+            bound_destination=result.destinations.get(bundle),
+        )
+        dest = decision.broker
+        if dest is None or dest == source:
+            plan.skipped.append(
+                explain(
+                    "no_destination" if dest is None else "destination_is_source",
+                    "placement found no broker" if dest is None else "placement chose the current owner",
+                    subject=bundle,
+                    source=source,
+                    placement=str(decision.explanation),
+                )
+            )
+            continue
+        plan.moves.append(
+            Move(bundle, source, dest, _move_explanation(bundle, source, dest, why_unloaded, decision))
+        )
+        load.recently_unloaded_bundles[bundle] = now_ms
+    return plan
+
+
+def _move_explanation(
+    bundle: str, source: str, dest: str, why_unloaded: dict[str, Explanation], decision: PlacementDecision
+) -> Explanation:
+    """The shedder's reason for unloading plus the placement's reason for the destination."""
+    shed_why = why_unloaded.get(bundle)
+    placed = decision.explanation
+    numbers = dict(shed_why.numbers) if shed_why is not None else {}
+    numbers.update(source=source, destination=dest, placement=placed.reason, placement_numbers=placed.numbers)
+    return Explanation(
+        reason=shed_why.reason if shed_why is not None else "unload",
+        message=(shed_why.message if shed_why is not None else "unloaded by the shedder")
+        + f"; placed on {dest}: {placed.message}",
+        numbers=numbers,
+        subject=bundle,
+    )
