@@ -1,0 +1,130 @@
+"""Exception handlers: domain errors to HTTP status codes, and mutations on a follower sent to the leader.
+
+A mutation that reaches a follower is forwarded to the leader's REST URL (same method, path, query,
+body and Authorization header) so clients need not know who leads; if the leader is unknown or
+unreachable the answer is 503 with what is known about the leader.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+
+from balancer.errors import InvalidInput, UnknownBroker, UnknownBundle
+from service.errors import ExecutorError, NotLeader, StaleWrite, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+FORWARDED_HEADER = "x-loadmgr-forwarded"
+_HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "keep-alive"}
+
+
+def _error(status: int, error: str, detail: Any, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": error, "detail": detail}, status_code=status, headers=headers)
+
+
+def leader_url_of(exc: BaseException) -> str | None:
+    for attr in ("leader_url", "url", "api_url", "leader_api_url"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, str) and value:
+            return value.rstrip("/")
+    return None
+
+
+async def _forward(request: Request, leader_url: str) -> Response:
+    body = await request.body()
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+    headers[FORWARDED_HEADER] = "1"
+    url = leader_url + request.url.path
+    async with httpx.AsyncClient(timeout=10.0) as client:
+        upstream = await client.request(
+            request.method,
+            url,
+            params=list(request.query_params.multi_items()),
+            content=body,
+            headers=headers,
+        )
+    passthrough = {
+        k: v for k, v in upstream.headers.items() if k.lower() in {"content-type", "www-authenticate"}
+    }
+    passthrough["x-loadmgr-served-by"] = leader_url
+    return Response(upstream.content, status_code=upstream.status_code, headers=passthrough)
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(UnknownBundle)
+    async def _unknown_bundle(_: Request, exc: UnknownBundle) -> JSONResponse:
+        return _error(404, "UnknownBundle", {"bundle": str(exc), "reason": "no namespace layout contains it"})
+
+    @app.exception_handler(UnknownBroker)
+    async def _unknown_broker(_: Request, exc: UnknownBroker) -> JSONResponse:
+        return _error(404, "UnknownBroker", {"broker": str(exc), "reason": "not among the live brokers"})
+
+    @app.exception_handler(InvalidInput)
+    async def _invalid(_: Request, exc: InvalidInput) -> JSONResponse:
+        detail = [{"field": exc.field, "value": _plain(exc.value), "reason": exc.reason}]
+        return _error(422, type(exc).__name__, detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        detail = [
+            {
+                "field": ".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body",
+                "reason": e.get("msg", "invalid"),
+                "loc": list(e.get("loc", ())),
+                "type": e.get("type"),
+            }
+            for e in exc.errors()
+        ]
+        return _error(422, "ValidationError", detail)
+
+    @app.exception_handler(NotLeader)
+    async def _not_leader(request: Request, exc: NotLeader) -> Response:
+        url = leader_url_of(exc)
+        if url is None or request.headers.get(FORWARDED_HEADER):
+            return _error(
+                503,
+                "NoLeader",
+                {"reason": "no leader is known to serve this mutation", "leader": url},
+                headers={"Retry-After": "2"},
+            )
+        try:
+            return await _forward(request, url)
+        except httpx.HTTPError as e:
+            log.warning("forwarding %s %s to leader %s failed: %s", request.method, request.url.path, url, e)
+            return _error(
+                503,
+                "LeaderUnreachable",
+                {"reason": str(e) or type(e).__name__, "leader": url},
+                headers={"Retry-After": "2"},
+            )
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store(_: Request, exc: StoreUnavailable) -> JSONResponse:
+        return _error(
+            503,
+            "StoreUnavailable",
+            {"reason": str(exc) or "ZooKeeper is unavailable"},
+            headers={"Retry-After": "2"},
+        )
+
+    @app.exception_handler(StaleWrite)
+    async def _stale(_: Request, exc: StaleWrite) -> JSONResponse:
+        return _error(409, "StaleWrite", {"reason": str(exc)})
+
+    @app.exception_handler(ExecutorError)
+    async def _executor(_: Request, exc: ExecutorError) -> JSONResponse:
+        # a refusal by the broker side is the caller's conflict; anything else is an upstream failure
+        status = 409 if exc.status in (409, 412) else 502
+        return _error(status, "ExecutorError", {"reason": str(exc), "upstreamStatus": exc.status})
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return repr(value)

@@ -1,0 +1,83 @@
+"""``/bundles``: ownership and traffic of bundles, and the two bundle mutations (unload, split)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Query
+
+from balancer.bundles import namespace_of
+from service.api import views
+from service.api.deps import Mutation, ServiceDep
+from service.api.schemas import BundleDetail, BundleSummary, ErrorBody, SplitRequest, UnloadRequest
+
+router = APIRouter(prefix="/bundles", tags=["bundles"])
+
+_MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody},
+    404: {"model": ErrorBody},
+    422: {"model": ErrorBody},
+    503: {"model": ErrorBody},
+}
+
+
+@router.get("", response_model=list[BundleSummary], summary="List bundles, optionally by namespace or broker")
+def list_bundles(
+    service: ServiceDep,
+    namespace: Annotated[str | None, Query(description="tenant/namespace")] = None,
+    broker: Annotated[str | None, Query(description="owning broker id")] = None,
+) -> list[dict[str, Any]]:
+    view = service.view()
+    owners = views.owners(view)
+    rows = []
+    for bundle in views.all_bundles(view):
+        owner = owners.get(bundle)
+        if namespace is not None and namespace_of(bundle) != namespace:
+            continue
+        if broker is not None and owner != broker:
+            continue
+        rows.append(views.bundle_summary(view, bundle, owner))
+    return rows
+
+
+@router.post(
+    "/{bundle:path}/unload",
+    responses=_MUTATION_ERRORS,
+    dependencies=[Mutation],
+    summary="Unload a bundle, optionally to a destination broker",
+)
+def unload_bundle(
+    bundle: str,
+    service: ServiceDep,
+    body: Annotated[UnloadRequest | None, Body()] = None,
+    destination_broker: Annotated[str | None, Query(alias="destinationBroker", min_length=1)] = None,
+) -> dict[str, Any]:
+    destination = (body.destination_broker if body is not None else None) or destination_broker
+    record = service.unload(bundle, destination)
+    return {"decision": views.jsonable(record)}
+
+
+@router.post(
+    "/{bundle:path}/split",
+    responses=_MUTATION_ERRORS,
+    dependencies=[Mutation],
+    summary="Split a bundle with an algorithm (and positions for specified_positions_divide)",
+)
+def split_bundle(
+    bundle: str,
+    service: ServiceDep,
+    body: Annotated[SplitRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    req = body or SplitRequest()
+    record = service.split(bundle, req.algorithm, req.positions)
+    return {"decision": views.jsonable(record)}
+
+
+@router.get(
+    "/{bundle:path}",
+    response_model=BundleDetail,
+    responses={404: {"model": ErrorBody}},
+    summary="One bundle: owner and short/long-term data",
+)
+def get_bundle(bundle: str, service: ServiceDep) -> dict[str, Any]:
+    return views.bundle_detail(service.view(), bundle)

@@ -1,0 +1,109 @@
+"""Request and response bodies of the REST API (camelCase on the wire, like Pulsar's admin API)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SplitAlgorithm = Literal[
+    "range_equally_divide",
+    "topic_count_equally_divide",
+    "specified_positions_divide",
+    "flow_or_qps_equally_divide",
+]
+DecisionKind = Literal["shedding", "placement", "split", "manual"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class UnloadRequest(_Body):
+    destination_broker: str | None = Field(
+        None, alias="destinationBroker", min_length=1, description="Broker to move the bundle to"
+    )
+
+
+class SplitRequest(_Body):
+    algorithm: SplitAlgorithm | None = Field(
+        None, description="Split algorithm; the configured default if omitted"
+    )
+    positions: list[int] | None = Field(
+        None,
+        description="Hash positions for specified_positions_divide (0 to 2^32)",
+        max_length=64,
+    )
+
+
+class ErrorBody(BaseModel):
+    detail: Any
+    error: str
+
+
+class BrokerSummary(BaseModel):
+    broker: str
+    usagePercent: dict[str, float]
+    maxResourceUsage: float
+    msgRateIn: float
+    msgRateOut: float
+    msgThroughputIn: float
+    msgThroughputOut: float
+    numBundles: int
+    numTopics: int
+    lastUpdate: int
+    scores: dict[str, float]
+
+
+class BrokerDetail(BrokerSummary):
+    bundles: list[str]
+    loadReport: dict[str, Any]
+
+
+class BundleSummary(BaseModel):
+    bundle: str
+    namespace: str
+    owner: str | None
+    msgRateIn: float | None = None
+    msgRateOut: float | None = None
+    msgThroughputIn: float | None = None
+    msgThroughputOut: float | None = None
+    topics: int | None = None
+
+
+class BundleDetail(BundleSummary):
+    bundleData: dict[str, Any] | None
+    recentlyUnloadedAt: int | None
+
+
+class Lookup(BaseModel):
+    topic: str
+    bundle: str
+    broker: str
+
+
+class Leader(BaseModel):
+    leader: dict[str, Any] | None
+    isLeader: bool
+    instance: str
+
+
+class ConfigBody(BaseModel):
+    values: dict[str, Any]
+    dynamicKeys: list[str]
+
+
+class DecisionList(BaseModel):
+    decisions: list[dict[str, Any]]
+
+
+class DryRun(BaseModel):
+    moves: list[dict[str, Any]]
+    skipped: list[dict[str, Any]]
+    shedding: dict[str, Any] | None
+    changed: bool = Field(False, description="Always false: a dry run changes nothing")
+
+
+class Health(BaseModel):
+    status: str
+    details: dict[str, Any] = Field(default_factory=dict)

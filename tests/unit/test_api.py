@@ -1,0 +1,194 @@
+"""The REST layer against an in-memory stand-in for the runtime: status codes, shapes, auth, errors."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from balancer.bundles import NamespaceBundles, split_bundle_name
+from balancer.config import LoadBalancerConfig
+from balancer.errors import InvalidInput, UnknownBroker, UnknownBundle
+from balancer.models import BundleData, LocalBrokerData, ResourceUsage
+from service.api import create_app
+from service.errors import NotLeader
+from service.metrics import PrometheusMetrics
+from service.settings import Settings
+
+NS = "public/default"
+
+
+class FakeService:
+    def __init__(self, leader: bool = True) -> None:
+        self.leader = leader
+        self.config = LoadBalancerConfig()
+        layout = NamespaceBundles.initial(NS, 4)
+        self.bundles = layout.bundle_names
+        self.layout = layout
+        self.owners = {b: ("b1" if i < 3 else "b2") for i, b in enumerate(self.bundles)}
+        self.log: list[dict[str, Any]] = []
+
+    def _require_leader(self) -> None:
+        if not self.leader:
+            raise NotLeader(None)
+
+    def view(self) -> Any:
+        brokers = {}
+        for name, cpu in (("b1", 90.0), ("b2", 10.0)):
+            owned = {b for b, o in self.owners.items() if o == name}
+            brokers[name] = LocalBrokerData(
+                cpu=ResourceUsage(usage=cpu, limit=100), bundles=owned, msg_rate_in=cpu
+            )
+        return SimpleNamespace(
+            brokers=brokers,
+            bundle_data={b: BundleData() for b in self.bundles},
+            owners=dict(self.owners),
+            namespaces={NS: self.layout},
+            recently_unloaded={},
+        )
+
+    def is_leader(self) -> bool:
+        return self.leader
+
+    def leader_info(self) -> dict[str, Any] | None:
+        return {"id": "me", "url": "http://127.0.0.1:1"} if self.leader else None
+
+    def ready(self) -> bool:
+        return True
+
+    def update_config(self, updates: dict[str, Any]) -> LoadBalancerConfig:
+        self._require_leader()
+        self.config = self.config.with_updates(updates, dynamic_only=True)
+        return self.config
+
+    def unload(self, bundle: str, destination: str | None = None) -> dict[str, Any]:
+        self._require_leader()
+        if bundle not in self.owners:
+            raise UnknownBundle(bundle)
+        if destination is not None and destination not in ("b1", "b2"):
+            raise UnknownBroker(destination)
+        src = self.owners[bundle]
+        dst = destination or ("b2" if src == "b1" else "b1")
+        self.owners[bundle] = dst
+        rec = {"kind": "manual", "bundle": bundle, "source": src, "destination": dst}
+        self.log.append(rec)
+        return rec
+
+    def split(
+        self, bundle: str, algorithm: str | None = None, positions: list[int] | None = None
+    ) -> dict[str, Any]:
+        self._require_leader()
+        if bundle not in self.owners:
+            raise UnknownBundle(bundle)
+        if positions is not None and any(p < 0 for p in positions):
+            raise InvalidInput("positions", positions, "must be within the bundle's range")
+        _, rng = split_bundle_name(bundle)
+        self.layout = self.layout.split(rng, [rng.lower + (rng.upper - rng.lower) // 2])
+        owner = self.owners.pop(bundle)
+        self.bundles = self.layout.bundle_names
+        for b in self.bundles:
+            self.owners.setdefault(b, owner)
+        return {"kind": "split", "bundle": bundle}
+
+    def dry_run(self) -> Any:
+        return SimpleNamespace(
+            moves=[{"bundle": self.bundles[0], "source": "b1", "destination": "b2"}], skipped=[]
+        )
+
+    def lookup(self, topic: str) -> str:
+        return "b1"
+
+    def decisions(self, limit: int = 100, kind: str | None = None) -> list[dict[str, Any]]:
+        return [d for d in self.log if kind is None or d["kind"] == kind][-limit:]
+
+
+@pytest.fixture
+def svc() -> FakeService:
+    return FakeService()
+
+
+@pytest.fixture
+def client(svc: FakeService) -> TestClient:
+    return TestClient(create_app(svc, Settings(api_token="s3cret"), PrometheusMetrics().registry))
+
+
+AUTH = {"Authorization": "Bearer s3cret"}
+
+
+def test_reads(client: TestClient, svc: FakeService) -> None:
+    brokers = client.get("/brokers").json()
+    assert [b["broker"] for b in brokers] == ["b1", "b2"]
+    assert brokers[0]["scores"]["OverloadShedder"] == pytest.approx(0.9)
+    one = client.get("/brokers/b2").json()
+    assert one["bundles"] == [svc.bundles[3]]
+    assert client.get("/brokers/nope").status_code == 404
+    assert len(client.get("/bundles").json()) == 4
+    assert [r["bundle"] for r in client.get("/bundles", params={"broker": "b2"}).json()] == [svc.bundles[3]]
+    assert client.get("/bundles", params={"namespace": "other/ns"}).json() == []
+    detail = client.get(f"/bundles/{svc.bundles[0]}").json()
+    assert detail["owner"] == "b1" and "shortTermData" in detail["bundleData"]
+    r = client.get("/bundles/public/default/0x00000000_0x00000001")
+    assert r.status_code == 404 and r.json()["error"] == "UnknownBundle"
+
+
+def test_lookup_leader_config_health(client: TestClient) -> None:
+    r = client.get("/lookup/persistent://public/default/t1").json()
+    assert r["broker"] == "b1" and r["bundle"].startswith(NS + "/0x")
+    assert client.get("/lookup/persistent/public/default/t1").json() == r
+    assert client.get("/lookup/a/b/c/d/e").status_code == 422
+    assert client.get("/leader").json()["isLeader"] is True
+    cfg = client.get("/config").json()
+    assert "loadBalancerSheddingIntervalMinutes" in cfg["dynamicKeys"]
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/readyz").status_code == 200
+    assert b"loadmgr_is_leader" in client.get("/metrics").content
+
+
+def test_mutations_need_the_token(client: TestClient, svc: FakeService) -> None:
+    b = svc.bundles[0]
+    assert client.post(f"/bundles/{b}/unload").status_code == 401
+    assert client.post(f"/bundles/{b}/unload", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.put("/config", json={"loadBalancerSheddingIntervalMinutes": 2}).status_code == 401
+    assert svc.owners[b] == "b1"
+
+
+def test_unload_split_and_errors(client: TestClient, svc: FakeService) -> None:
+    b = svc.bundles[0]
+    r = client.post(f"/bundles/{b}/unload", json={"destinationBroker": "b2"}, headers=AUTH)
+    assert r.status_code == 200 and r.json()["decision"]["destination"] == "b2"
+    assert svc.owners[b] == "b2"
+    assert (
+        client.post(f"/bundles/{b}/unload", json={"destinationBroker": "zz"}, headers=AUTH).status_code == 404
+    )
+    r = client.post(f"/bundles/{b}/split", json={"algorithm": "bogus"}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "algorithm"
+    r = client.post(f"/bundles/{b}/split", json={"positions": [-1]}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "positions"
+    r = client.post(f"/bundles/{b}/split", json={"algorithm": "range_equally_divide"}, headers=AUTH)
+    assert r.status_code == 200 and len(svc.bundles) == 5
+    assert client.get("/decisions", params={"kind": "manual"}).json()["decisions"][0]["bundle"] == b
+    assert client.get("/decisions", params={"kind": "nope"}).status_code == 422
+
+
+def test_config_put(client: TestClient) -> None:
+    r = client.put("/config", json={"loadBalancerSheddingIntervalMinutes": 3}, headers=AUTH)
+    assert r.status_code == 200 and r.json()["values"]["loadBalancerSheddingIntervalMinutes"] == 3
+    r = client.put("/config", json={"noSuchKey": 1}, headers=AUTH)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "noSuchKey"
+
+
+def test_dry_run_changes_nothing(client: TestClient, svc: FakeService) -> None:
+    before = dict(svc.owners)
+    r = client.post("/shedding/dry-run")
+    assert r.status_code == 200 and r.json()["moves"][0]["source"] == "b1" and r.json()["changed"] is False
+    assert svc.owners == before
+
+
+def test_mutation_on_a_follower_without_a_known_leader_is_503() -> None:
+    client = TestClient(create_app(FakeService(leader=False), Settings()))
+    r = client.post("/shedding/dry-run")
+    assert r.status_code == 200
+    r = client.post(f"/bundles/{FakeService().bundles[0]}/unload")
+    assert r.status_code == 503 and r.json()["error"] == "NoLeader"
