@@ -1,0 +1,231 @@
+"""Client sub-commands over the REST API: ``status``, ``brokers``, ``bundles``, ``unload``, ``split``,
+``dry-run``. Each prints a table, or the raw JSON with ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def register(sub: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=None, help=f"REST base URL (env LOADMGR_URL, default {DEFAULT_URL})")
+    common.add_argument("--token", default=None, help="Bearer token for mutations (env LOADMGR_API_TOKEN)")
+    common.add_argument("--json", action="store_true", help="Print the JSON answer")
+
+    p = sub.add_parser("status", parents=[common], help="Leader, readiness and a broker summary")
+    p.set_defaults(func=_status)
+    p = sub.add_parser("brokers", parents=[common], help="Brokers with their load and scores")
+    p.add_argument("broker", nargs="?", help="Show one broker in detail")
+    p.set_defaults(func=_brokers)
+    p = sub.add_parser("bundles", parents=[common], help="Bundles with their owners and traffic")
+    p.add_argument("--namespace", help="Only this tenant/namespace")
+    p.add_argument("--broker", help="Only bundles owned by this broker")
+    p.set_defaults(func=_bundles)
+    p = sub.add_parser("unload", parents=[common], help="Unload a bundle (optionally to a broker)")
+    p.add_argument("bundle")
+    p.add_argument("--destination", help="Destination broker")
+    p.set_defaults(func=_unload)
+    p = sub.add_parser("split", parents=[common], help="Split a bundle")
+    p.add_argument("bundle")
+    p.add_argument("--algorithm", help="range_equally_divide, topic_count_equally_divide, ...")
+    p.add_argument("--positions", help="Comma-separated hash positions (specified_positions_divide)")
+    p.set_defaults(func=_split)
+    p = sub.add_parser("dry-run", parents=[common], help="What shedding would move now, changing nothing")
+    p.set_defaults(func=_dry_run)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+        text = body if isinstance(body, str) else json.dumps(body)
+        super().__init__(f"HTTP {status}: {text}" if status else text)
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    url = args.url or os.environ.get("LOADMGR_URL") or DEFAULT_URL
+    token = args.token or os.environ.get("LOADMGR_API_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=15.0)
+
+
+def _call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any:
+    try:
+        with _client(args) as c:
+            r = c.request(method, path, **kw)
+    except httpx.HTTPError as e:
+        raise ApiError(
+            0, f"cannot reach {args.url or os.environ.get('LOADMGR_URL') or DEFAULT_URL}: {e}"
+        ) from e
+    try:
+        body = r.json()
+    except ValueError:
+        body = r.text
+    if r.status_code >= 400:
+        raise ApiError(r.status_code, body)
+    return body
+
+
+def _run(args: argparse.Namespace, fn: Any) -> int:
+    try:
+        return int(fn(args))
+    except ApiError as e:
+        print(f"loadmgr: {e}", file=sys.stderr)
+        return 1
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    cells = [[str(h) for h in headers]] + [[_cell(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in cells
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.1f}" if abs(v) >= 100 else f"{v:.3g}"
+    return str(v)
+
+
+def _emit(args: argparse.Namespace, body: Any, text: str) -> int:
+    print(json.dumps(body, indent=2) if args.json else text)
+    return 0
+
+
+def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
+    return [
+        [
+            b["broker"],
+            b["usagePercent"].get("cpu"),
+            b["usagePercent"].get("memory"),
+            b["usagePercent"].get("bandwidth_in"),
+            b["usagePercent"].get("bandwidth_out"),
+            b["msgRateIn"] + b["msgRateOut"],
+            (b["msgThroughputIn"] + b["msgThroughputOut"]) / 1e6,
+            b["numBundles"],
+        ]
+        for b in brokers
+    ]
+
+
+BROKER_HEADERS = ["broker", "cpu%", "mem%", "bwIn%", "bwOut%", "msg/s", "MB/s", "bundles"]
+
+
+def _status(args: argparse.Namespace) -> int:
+    def go(a: argparse.Namespace) -> int:
+        leader = _call(a, "GET", "/leader")
+        brokers = _call(a, "GET", "/brokers")
+        body = {"leader": leader, "brokers": brokers}
+        who = (leader.get("leader") or {}) if isinstance(leader, dict) else {}
+        head = (
+            f"leader: {json.dumps(who) if who else '(none)'}   this instance leads: {leader.get('isLeader')}"
+        )
+        return _emit(a, body, head + "\n" + table(broker_rows(brokers), BROKER_HEADERS))
+
+    return _run(args, go)
+
+
+def _brokers(args: argparse.Namespace) -> int:
+    def go(a: argparse.Namespace) -> int:
+        if a.broker:
+            b = _call(a, "GET", f"/brokers/{a.broker}")
+            scores = "\n".join(f"  {k}: {v:.4g}" for k, v in sorted(b["scores"].items()))
+            text = (
+                table(broker_rows([b]), BROKER_HEADERS)
+                + "\nscores:\n"
+                + scores
+                + "\nbundles:\n"
+                + "\n".join("  " + x for x in b["bundles"])
+            )
+            return _emit(a, b, text)
+        brokers = _call(a, "GET", "/brokers")
+        return _emit(a, brokers, table(broker_rows(brokers), BROKER_HEADERS))
+
+    return _run(args, go)
+
+
+def _bundles(args: argparse.Namespace) -> int:
+    def go(a: argparse.Namespace) -> int:
+        params = {k: v for k, v in (("namespace", a.namespace), ("broker", a.broker)) if v}
+        rows = _call(a, "GET", "/bundles", params=params)
+        data = [
+            [
+                r["bundle"],
+                r["owner"],
+                (r.get("msgRateIn") or 0) + (r.get("msgRateOut") or 0),
+                ((r.get("msgThroughputIn") or 0) + (r.get("msgThroughputOut") or 0)) / 1e6,
+                r.get("topics"),
+            ]
+            for r in rows
+        ]
+        return _emit(a, rows, table(data, ["bundle", "owner", "msg/s", "MB/s", "topics"]))
+
+    return _run(args, go)
+
+
+def _decision_text(d: dict[str, Any]) -> str:
+    expl = d.get("explanation") or {}
+    why = expl.get("message") or expl.get("reason") or ""
+    src, dst = d.get("source"), d.get("destination")
+    move = f" {src} -> {dst}" if src or dst else ""
+    return f"{d.get('kind', 'decision')}: {d.get('bundle', '')}{move}" + (f"  ({why})" if why else "")
+
+
+def _unload(args: argparse.Namespace) -> int:
+    def go(a: argparse.Namespace) -> int:
+        body = {"destinationBroker": a.destination} if a.destination else None
+        r = _call(a, "POST", f"/bundles/{a.bundle}/unload", json=body)
+        return _emit(a, r, _decision_text(r.get("decision") or {}))
+
+    return _run(args, go)
+
+
+def _split(args: argparse.Namespace) -> int:
+    def go(a: argparse.Namespace) -> int:
+        body: dict[str, Any] = {}
+        if a.algorithm:
+            body["algorithm"] = a.algorithm
+        if a.positions:
+            body["positions"] = [int(x, 0) for x in a.positions.split(",") if x.strip()]
+        r = _call(a, "POST", f"/bundles/{a.bundle}/split", json=body)
+        return _emit(a, r, _decision_text(r.get("decision") or {}))
+
+    return _run(args, go)
+
+
+def _dry_run(args: argparse.Namespace) -> int:
+    def go(a: argparse.Namespace) -> int:
+        r = _call(a, "POST", "/shedding/dry-run")
+        rows = [
+            [
+                m.get("bundle"),
+                m.get("source"),
+                m.get("destination"),
+                (m.get("explanation") or {}).get("reason"),
+            ]
+            for m in r["moves"]
+        ]
+        text = table(rows, ["bundle", "from", "to", "reason"]) if rows else "nothing to move"
+        summary = (r.get("shedding") or {}).get("summary") or {}
+        if summary:
+            text += f"\n{summary.get('reason', '')}: {summary.get('message', '')}"
+        return _emit(a, r, text)
+
+    return _run(args, go)
