@@ -1,6 +1,8 @@
 """Handlers of the non-shedder vector kinds, keyed by the vector's ``kind`` member.
 
-Each handler takes the parsed vector and returns one :class:`RoundReport` per checked case.
+Each handler takes the vector's name and parsed JSON and returns one :class:`RoundReport` per
+checked case; within a kind it dispatches on the vector's shape (config ``strategy``/``filter``/
+``algorithm``/``operation``, or input members), since the shapes differ per scenario.
 """
 
 from __future__ import annotations
@@ -8,8 +10,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from balancer.vectors.kinds_placement import handle_placement, handle_report_update, handle_time_average
+from balancer.vectors.kinds_split import (
+    handle_split_algorithm,
+    handle_split_condition,
+    handle_topic_to_bundle,
+)
 from balancer.vectors.report import RoundReport
 
 KindHandler = Callable[[str, dict[str, Any]], list[RoundReport]]
 
-KIND_HANDLERS: dict[str, KindHandler] = {}
+KIND_HANDLERS: dict[str, KindHandler] = {
+    "placement": handle_placement,
+    "report_update": handle_report_update,
+    "time_average": handle_time_average,
+    "split_condition": handle_split_condition,
+    "split_algorithm": handle_split_algorithm,
+    "topic_to_bundle": handle_topic_to_bundle,
+}
