@@ -17,6 +17,7 @@ _FACTORIES: dict[
     "RoundRobinBrokerSelector": RoundRobinBrokerSelector,
 }
 AVG_SHEDDER = "AvgShedder"
+BALANCED_SHEDDER = "BalancedShedder"  # loadmgr's default (issue 7): one object in both roles too
 
 
 def short_name(name: str) -> str:
@@ -24,7 +25,7 @@ def short_name(name: str) -> str:
 
 
 def placement_names() -> list[str]:
-    return [*_FACTORIES, AVG_SHEDDER]
+    return [*_FACTORIES, AVG_SHEDDER, BALANCED_SHEDDER]
 
 
 def create_placement(name: str, shedder: object | None = None) -> PlacementStrategy:
@@ -41,6 +42,14 @@ def create_placement(name: str, shedder: object | None = None) -> PlacementStrat
         if not isinstance(shedder, PlacementStrategy):
             raise InvalidInput(
                 "loadBalancerLoadPlacementStrategy", name, "shedder lacks the placement methods"
+            )
+        return shedder
+    if short == BALANCED_SHEDDER:
+        if type(shedder).__name__ != BALANCED_SHEDDER or not isinstance(shedder, PlacementStrategy):
+            raise InvalidInput(
+                "loadBalancerLoadPlacementStrategy",
+                name,
+                "BalancedShedder placement needs the BalancedShedder shedding strategy instance",
             )
         return shedder
     factory = _FACTORIES.get(short)

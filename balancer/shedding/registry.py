@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from balancer.errors import InvalidInput
 from balancer.shedding.avg import AvgShedder
+from balancer.shedding.balanced import BalancedShedder
 from balancer.shedding.base import LoadSheddingStrategy
 from balancer.shedding.overload import OverloadShedder
 from balancer.shedding.threshold import ThresholdShedder
@@ -18,6 +19,7 @@ SHEDDERS: dict[str, Callable[[], LoadSheddingStrategy]] = {
     "ThresholdShedder": ThresholdShedder,
     "UniformLoadShedder": UniformLoadShedder,
     "AvgShedder": AvgShedder,
+    "BalancedShedder": BalancedShedder,  # loadmgr's default (issue 7), not a Pulsar class
 }
 
 

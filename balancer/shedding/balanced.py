@@ -1,0 +1,286 @@
+"""BalancedShedder: loadmgr's default strategy (shedding and placement in one object, like AvgShedder).
+
+It keeps AvgShedder's defence against jitter (a broker must stay out of band for several
+consecutive cycles, fewer when the gap is large) and fixes three weaknesses the simulator shows:
+
+- *capacity*: every broker is judged by its own utilisation, and each broker's capacity
+  (traffic per utilisation point) is estimated from its reports, so the target is equal
+  utilisation and moves only ever go from a more to a less utilised broker;
+- *all at once*: every triggered broker above the target sheds toward every broker below it in the
+  same cycle (water-filling), moving just the excess, instead of halving one pair at a time;
+- *placement*: new and orphaned bundles go to the broker with the least projected utilisation
+  after adding the bundle's long-term load, not by hash or count.
+
+The full rules and the reasons are in ``docs/strategy.md``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from balancer.config import LoadBalancerConfig
+from balancer.explain import explain
+from balancer.models import BundleData, LoadData
+from balancer.placement.base import PlacementChoice
+from balancer.shedding.base import SheddingResult
+from balancer.shedding.selection import ResultBuilder, candidates, msg_rate, throughput
+
+CAPACITY_SMOOTHING = 0.3  # weight of the newest capacity sample
+MIN_UTIL = 1.0  # below this (points) a broker's traffic says nothing about its capacity
+
+
+@dataclass
+class View:
+    """One cycle's numbers per broker: utilisation u (points), traffic W (normalised units),
+    capacity c (traffic units per point, smoothed) and the cluster's target utilisation."""
+
+    util: dict[str, float]
+    traffic: dict[str, float]
+    capacity: dict[str, float]
+    target: float
+    traffic_target: float
+    rate_unit: float
+    tp_unit: float
+
+    def weight(self, rate: float, tp: float) -> float:
+        return rate / self.rate_unit + tp / self.tp_unit
+
+
+class BalancedShedder:
+    """Per-broker hit counters and capacity estimates are kept across calls."""
+
+    name = "BalancedShedder"
+
+    def __init__(self) -> None:
+        self.hits: dict[str, int] = {}  # consecutive out-of-band calls, signed: + over, - under
+        self.capacity: dict[str, float] = {}
+        self.touched: dict[str, int] = {}  # broker -> call whose moves (or placements) changed it
+        self.calls = 0
+        self.plans: dict[str, str] = {}
+        self.pending: dict[str, float] = {}  # utilisation points placed since the last view
+        self._view: View | None = None
+        self._view_of: object = None
+
+    def on_active_brokers_change(self, active: set[str]) -> None:
+        for d in (self.hits, self.capacity, self.touched, self.pending):
+            for broker in [b for b in d if b not in active]:
+                del d[broker]
+
+    # ---- the view ----------------------------------------------------------------------------
+    def _build_view(self, load: LoadData, config: LoadBalancerConfig, learn: bool) -> View:
+        weights = config.weights()
+        util: dict[str, float] = {}
+        rates: dict[str, float] = {}
+        tps: dict[str, float] = {}
+        for broker, data in load.broker_data.items():
+            local = data.local_data
+            util[broker] = local.max_resource_usage_with_weight(weights, include_memory=False) * 100
+            rates[broker] = local.msg_rate
+            tps[broker] = local.msg_throughput
+        n = max(1, len(util))
+        rate_unit = max(sum(rates.values()) / n, 1e-9)
+        tp_unit = max(sum(tps.values()) / n, 1e-9)
+        traffic = {b: rates[b] / rate_unit + tps[b] / tp_unit for b in util}
+        for b, u in util.items():
+            fresh = self.touched.get(b, -10) < self.calls - 1
+            if learn and fresh and u > MIN_UTIL and traffic[b] > 0.05:
+                sample = traffic[b] / u
+                old = self.capacity.get(b)
+                self.capacity[b] = sample if old is None else old + CAPACITY_SMOOTHING * (sample - old)
+        known = [self.capacity[b] for b in util if b in self.capacity]
+        prior = statistics.median(known) if known else 2.0 / 50.0
+        capacity = {b: self.capacity.get(b, prior) for b in util}
+        total_c = sum(capacity.values()) or 1.0
+        target = sum(util[b] * capacity[b] for b in util) / total_c
+        traffic_target = sum(traffic.values()) / total_c
+        return View(util, traffic, capacity, target, traffic_target, rate_unit, tp_unit)
+
+    def _view_for(self, load: LoadData, config: LoadBalancerConfig) -> View:
+        if self._view is None or self._view_of is not load.broker_data:
+            self._view = self._build_view(load, config, learn=False)
+            self._view_of = load.broker_data
+            self.pending = {}
+        return self._view
+
+    # ---- shedding ----------------------------------------------------------------------------
+    def find_bundles_for_unloading(self, load: LoadData, config: LoadBalancerConfig) -> SheddingResult:
+        self.calls += 1
+        self.plans = {}
+        out = ResultBuilder(self.name)
+        v = self._build_view(load, config, learn=True)
+        self._view, self._view_of, self.pending = v, load.broker_data, {}
+        band = config.loadBalancerAvgShedderLowThreshold / 2
+        fast = config.loadBalancerAvgShedderHighThreshold / 2
+        tol = band / 2
+        over: list[str] = []
+        under: list[str] = []
+        triggered_over = triggered_under = False
+        for b, u in v.util.items():
+            gap = u - v.target
+            implied_gap = v.traffic[b] / v.capacity[b] - v.traffic_target
+            if self.touched.get(b, -10) >= self.calls - 1:
+                out.broker(
+                    b,
+                    "settling",
+                    "moved last cycle: its usage report predates the move",
+                    util=u,
+                    target=v.target,
+                )
+                continue
+            side = 1 if gap > band else -1 if gap < -band else 0
+            prev = self.hits.get(b, 0)
+            hits = 0 if side == 0 else (prev + side if prev * side > 0 else side)
+            if hits:
+                self.hits[b] = hits
+            else:
+                self.hits.pop(b, None)
+            # The fast path needs the traffic to agree: another process's CPU spike moves u, not W.
+            confirmed = abs(gap) >= fast and implied_gap * gap > 0 and abs(implied_gap) > band
+            need = (
+                config.loadBalancerAvgShedderHitCountHighThreshold
+                if confirmed
+                else config.loadBalancerAvgShedderHitCountLowThreshold
+            )
+            fired = abs(hits) >= need
+            triggered_over |= fired and side > 0
+            triggered_under |= fired and side < 0
+            if gap > tol:
+                over.append(b)
+            elif gap < -tol:
+                under.append(b)
+            out.broker(
+                b,
+                "triggered" if fired else "in_band" if side == 0 else "counting",
+                "out of band long enough"
+                if fired
+                else "waiting for consecutive hits"
+                if side
+                else "within the band around the target",
+                util=u,
+                target=v.target,
+                gap=gap,
+                impliedGap=implied_gap,
+                hits=hits,
+                hitsNeeded=need,
+                capacity=v.capacity[b],
+            )
+        if not (triggered_over or triggered_under):
+            return out.build(target=v.target, band=band)
+        sources = [b for b in over if triggered_under or out.brokers[b].reason == "triggered"]
+        dests = [b for b in under if triggered_over or out.brokers[b].reason == "triggered"]
+        self._water_fill(load, v, sources, dests, tol, out)
+        for b in list(out.unloads) + list(set(out.destinations.values())):
+            self.touched[b] = self.calls
+            self.hits.pop(b, None)
+        self.plans = dict(out.destinations)
+        return out.build(target=v.target, band=band, sources=len(sources), destinations=len(dests))
+
+    def _water_fill(
+        self, load: LoadData, v: View, sources: list[str], dests: list[str], tol: float, out: ResultBuilder
+    ) -> None:
+        """Largest excess first: move the source's biggest bundle that neither takes it below
+        target - tol nor lifts the least utilised destination above target + tol."""
+        if not sources or not dests:
+            return
+        proj = dict(v.util)
+        src_heap = [(-proj[s], s) for s in sources]
+        dst_heap = [(proj[d], d) for d in dests]
+        heapq.heapify(src_heap)
+        heapq.heapify(dst_heap)
+        ranked: dict[str, tuple[list[float], list[str]]] = {}
+        while src_heap and dst_heap:
+            _, s = heapq.heappop(src_heap)
+            d = dst_heap[0][1]
+            room_s = proj[s] - (v.target - tol)
+            room_d = v.target + tol - proj[d]
+            if proj[s] <= v.target or room_d <= 0:
+                if room_d <= 0:
+                    heapq.heappop(dst_heap)
+                    heapq.heappush(src_heap, (-proj[s], s))
+                continue
+            if s not in ranked:
+                cands = candidates(
+                    load,
+                    load.broker_data[s].local_data,
+                    lambda data: v.weight(msg_rate(data), throughput(data)),
+                )
+                asc = sorted((w, name) for name, w in cands.ranked if w > 0)
+                ranked[s] = ([w for w, _ in asc], [name for _, name in asc])
+            ws, names = ranked[s]
+            k_s, k_d = 1 / v.capacity[s], 1 / v.capacity[d]
+            # Largest w with w*k_s <= room_s and w*k_d <= room_d, and no inversion of the pair.
+            limit = min(room_s / k_s, room_d / k_d, (proj[s] - proj[d]) / (k_s + k_d))
+            i = bisect.bisect_right(ws, limit) - 1
+            if i < 0:
+                continue  # nothing of s fits: s drops out
+            w, bundle = ws.pop(i), names.pop(i)
+            proj[s] -= w * k_s
+            heapq.heapreplace(dst_heap, (proj[d] + w * k_d, d))
+            proj[d] += w * k_d
+            heapq.heappush(src_heap, (-proj[s], s))
+            out.unload(
+                s,
+                bundle,
+                "balance",
+                f"moves {s} toward the target, bound to {d}",
+                weight=w,
+                sourceUtil=v.util[s],
+                sourceProjected=proj[s],
+                destination=d,
+                destinationProjected=proj[d],
+                target=v.target,
+            )
+            out.destinations[bundle] = d
+
+    # ---- placement ---------------------------------------------------------------------------
+    def select_broker(
+        self,
+        candidates: Sequence[str],
+        bundle: str,
+        bundle_data: BundleData,
+        load: LoadData,
+        config: LoadBalancerConfig,
+        rng: random.Random,
+    ) -> PlacementChoice:
+        planned = self.plans.get(bundle)
+        if planned is not None and planned in candidates:
+            return PlacementChoice(
+                planned,
+                explain(
+                    "planned_destination",
+                    "destination bound when the bundle was shed",
+                    subject=bundle,
+                    broker=planned,
+                ),
+            )
+        if not candidates:
+            return PlacementChoice(None, explain("no_candidates", "no candidate broker", subject=bundle))
+        v = self._view_for(load, config)
+        lt = bundle_data.long_term_data
+        w = v.weight(lt.msg_rate, lt.msg_throughput)
+        prior = statistics.median(v.capacity.values()) if v.capacity else 2.0 / 50.0
+        best, best_score = candidates[0], float("inf")
+        for c in candidates:
+            cap = v.capacity.get(c, prior)
+            score = v.util.get(c, 0.0) + self.pending.get(c, 0.0) + w / cap
+            if score < best_score or (score == best_score and c < best):
+                best, best_score = c, score
+        self.pending[best] = self.pending.get(best, 0.0) + w / v.capacity.get(best, prior)
+        self.touched[best] = self.calls
+        return PlacementChoice(
+            best,
+            explain(
+                "least_projected_utilisation",
+                "least utilisation after adding the bundle's long-term load",
+                subject=bundle,
+                broker=best,
+                projectedUtil=best_score,
+                bundleWeight=w,
+                candidates=len(candidates),
+            ),
+        )

@@ -1,0 +1,366 @@
+"""The simulation loop: traffic evolves, agents report with one interval of lag, the leader plans a
+cycle with :func:`balancer.cycle.plan_shedding_cycle` and the moves are applied.
+
+One cycle = one shedding interval. At cycle ``k`` (``now_ms = k * interval``):
+
+1. scenario events of cycle ``k`` happen (brokers join, leave or restart, consumers pause,
+   other processes spike);
+2. the leader reads the reports: each live broker lists the bundles it owns *now* (Pulsar writes
+   a report as soon as bundles are gained or lost), with bundle stats and host usage measured over
+   the previous interval, i.e. before the previous cycle's moves took effect on CPU and NIC;
+3. bundles of brokers that left are placed through the placement pipeline with preallocation
+   (Pulsar's ``selectBrokerForAssignment``);
+4. time-averaged bundle data is updated (:func:`balancer.loaddata.update_bundle_data`) and
+   :func:`balancer.cycle.plan_shedding_cycle` runs exactly as on the live leader;
+5. the moves are applied; the true state after them is recorded for the metrics.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from balancer.config import LoadBalancerConfig
+from balancer.errors import InvalidInput
+from balancer.cycle import plan_shedding_cycle
+from balancer.loaddata import update_bundle_data
+from balancer.models import (
+    BrokerData,
+    BundleData,
+    LoadData,
+    LocalBrokerData,
+    NamespaceBundleStats,
+    ResourceUsage,
+)
+from balancer.placement.base import PlacementStrategy
+from balancer.placement.context import PlacementContext
+from balancer.placement.pipeline import assign_bundle
+from balancer.placement.registry import create_placement
+from balancer.shedding.base import LoadSheddingStrategy
+from balancer.shedding.registry import create_shedder
+from balancer.sim.model import BrokerAccumulator, BrokerUsage, SimBroker, Traffic, bundle_traffic, other_cpu
+from balancer.sim.scenarios import Cluster, Scenario, build
+
+
+@dataclass(frozen=True)
+class StrategyPair:
+    """A shedding strategy and a placement strategy, with config keys the pair is run with."""
+
+    label: str
+    shedder: str
+    placement: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+AVG_CONFIG = {"maxUnloadPercentage": 0.5}  # PIP-364's recommendation: split a pair's difference evenly
+
+PAIRS: dict[str, StrategyPair] = {
+    p.label: p
+    for p in (
+        StrategyPair("Threshold+LRUW", "ThresholdShedder", "LeastResourceUsageWithWeight"),
+        StrategyPair("Uniform+LLTMR", "UniformLoadShedder", "LeastLongTermMessageRate"),
+        StrategyPair("Overload+LLTMR", "OverloadShedder", "LeastLongTermMessageRate"),
+        StrategyPair("AvgShedder", "AvgShedder", "AvgShedder", AVG_CONFIG),
+        StrategyPair("BalancedShedder", "BalancedShedder", "BalancedShedder"),
+    )
+}
+
+
+def pair_named(label: str) -> StrategyPair:
+    """A benchmark pair by label, or ``Shedder+Placement`` with any registered names."""
+    if label in PAIRS:
+        return PAIRS[label]
+    if "+" in label:
+        shedder, placement = label.split("+", 1)
+        return StrategyPair(label, shedder, placement)
+    if label in ("AvgShedder", "BalancedShedder"):
+        return StrategyPair(label, label, label)
+    raise InvalidInput("strategy", label, f"a pair label ({', '.join(PAIRS)}) or SHEDDER+PLACEMENT")
+
+
+@dataclass
+class MoveRecord:
+    cycle: int
+    bundle: str
+    source: str
+    destination: str
+    msg_rate: float  # the bundle's true traffic in the cycle it moved
+    throughput: float
+    source_util: float  # true utilisation (percent of own capacity) just before the move
+    destination_util: float
+
+
+@dataclass
+class CycleState:
+    """The true state after cycle ``cycle``'s moves, brokers in a fixed order."""
+
+    cycle: int
+    brokers: list[str]
+    capacity: list[float]
+    util: list[float]
+    msg_rate: list[float]
+    throughput: list[float]
+    unloads: int
+    placements: int
+
+
+@dataclass
+class SimResult:
+    scenario: str
+    pair: StrategyPair
+    seed: int
+    interval_minutes: float
+    disturbance_at: int
+    cycles: list[CycleState]
+    moves: list[MoveRecord]
+    placements: int
+    jitter_cycles: set[int]
+    pre_disturbance: CycleState  # the true state just before the disturbance cycle's moves
+
+
+class Simulation:
+    """A seeded run of one scenario against one strategy pair."""
+
+    def __init__(
+        self, scenario: Scenario, pair: StrategyPair, seed: int, *, with_jitter: bool = True
+    ) -> None:
+        self.s = scenario
+        self.pair = pair
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.leader_rng = random.Random(seed + 1)
+        self.cluster: Cluster = build(scenario, self.rng)
+        self.config = LoadBalancerConfig.from_dict(
+            {
+                **scenario.config,
+                **pair.config,
+                "loadBalancerLoadSheddingStrategy": pair.shedder,
+                "loadBalancerLoadPlacementStrategy": pair.placement,
+            }
+        )
+        self.shedder: LoadSheddingStrategy = create_shedder(pair.shedder)
+        self.placement: PlacementStrategy = create_placement(pair.placement, self.shedder)
+        self.ctx = PlacementContext()
+        self.load = LoadData()
+        self.stats = {name: NamespaceBundleStats() for name in self.cluster.bundles}
+        self.reported: dict[str, BrokerUsage] = {}
+        self.orphans: list[str] = []
+        self.schedule: dict[int, list[dict[str, Any]]] = {}
+        self.jitter_cycles: set[int] = set()
+        self._plan_events(with_jitter)
+
+    # ---- events -----------------------------------------------------------------------------
+    def _plan_events(self, with_jitter: bool) -> None:
+        for name, g in self.cluster.groups.items():
+            if g.join_at is not None:
+                self.schedule.setdefault(g.join_at, []).append({"type": "_up", "broker": name})
+            if g.leave_at is not None:
+                self.schedule.setdefault(g.leave_at, []).append({"type": "_down", "broker": name})
+        for ev in self.s.events:
+            if ev.get("jitter") and not with_jitter:
+                continue
+            at, every, times = int(ev.get("at", 0)), int(ev.get("every", 1)), int(ev.get("times", 1))
+            if ev["type"] == "rolling_restart":
+                names = [n for n, b in self.cluster.brokers.items() if b.alive]
+                down = int(ev.get("down_for", 1))
+                for i, name in enumerate(names[: int(ev.get("count", len(names)))]):
+                    self.schedule.setdefault(at + i * every, []).append({"type": "_down", "broker": name})
+                    self.schedule.setdefault(at + i * every + down, []).append(
+                        {"type": "_up", "broker": name}
+                    )
+                continue
+            for t in range(times):
+                self.schedule.setdefault(at + t * every, []).append(ev)
+                if ev.get("jitter"):
+                    span = int(ev.get("duration", 1)) + 2  # the event, its catch-up and the report lag
+                    self.jitter_cycles.update(range(at + t * every, at + t * every + span))
+
+    def _apply_event(self, ev: dict[str, Any], k: int) -> None:
+        brokers = self.cluster.brokers
+        kind = ev["type"]
+        if kind == "_up":
+            brokers[ev["broker"]].alive = True
+            self.reported.pop(ev["broker"], None)
+        elif kind == "_down":
+            name = ev["broker"]
+            brokers[name].alive = False
+            self.orphans.extend(b for b, o in self.cluster.owners.items() if o == name)
+        elif kind == "consumer_pause":
+            alive = sorted(n for n, b in brokers.items() if b.alive)
+            hit = set(self.rng.sample(alive, min(len(alive), int(ev.get("brokers", 1)))))
+            for bname, owner in self.cluster.owners.items():
+                if owner in hit and self.rng.random() < float(ev.get("fraction", 0.5)):
+                    b = self.cluster.bundles[bname]
+                    b.paused_until = k + int(ev.get("duration", 1))
+                    b.catch_up_at = b.paused_until
+                    b.catch_up_factor = float(ev.get("catch_up", 1.0))
+        elif kind == "cpu_spike":
+            alive = sorted(n for n, b in brokers.items() if b.alive)
+            for name in self.rng.sample(alive, min(len(alive), int(ev.get("brokers", 1)))):
+                brokers[name].spike = float(ev.get("points", 40.0))
+                end = k + int(ev.get("duration", 1))
+                self.schedule.setdefault(end, []).insert(0, {"type": "_spike_end", "broker": name})
+        elif kind == "_spike_end":
+            brokers[ev["broker"]].spike = 0.0
+        elif kind == "traffic_step":
+            factor, fraction = float(ev.get("factor", 2.0)), float(ev.get("fraction", 1.0))
+            chosen = [n for n in self.cluster.bundles if self.rng.random() < fraction]
+            for n in chosen:
+                self.cluster.bundles[n].rate *= factor
+            if "duration" in ev:
+                end = k + int(ev["duration"])
+                self.schedule.setdefault(end, []).insert(
+                    0, {"type": "_restore", "bundles": chosen, "factor": factor}
+                )
+        elif kind == "_restore":
+            for n in ev["bundles"]:
+                self.cluster.bundles[n].rate /= ev["factor"]
+
+    # ---- one cycle --------------------------------------------------------------------------
+    def _traffic(self, k: int) -> dict[str, Traffic]:
+        var = self.s.variation
+        return {name: bundle_traffic(b, k, var, self.rng) for name, b in self.cluster.bundles.items()}
+
+    def _measure(self, traffic: dict[str, Traffic], cpu: dict[str, float]) -> dict[str, BrokerUsage]:
+        acc = {n: BrokerAccumulator() for n, b in self.cluster.brokers.items() if b.alive}
+        for bundle, owner in self.cluster.owners.items():
+            a = acc.get(owner)
+            if a is not None:
+                a.add(bundle, traffic[bundle])
+        return {n: a.usage(self.cluster.brokers[n], cpu[n]) for n, a in acc.items()}
+
+    def _report(self, broker: SimBroker, owned: list[str], usage: BrokerUsage) -> LocalBrokerData:
+        stats = {b: self.stats[b] for b in owned}
+        local = LocalBrokerData.model_construct()
+        local.cpu = ResourceUsage.model_construct(usage=usage.cpu * broker.cores, limit=100.0 * broker.cores)
+        nic_kb = broker.nic_bytes / 1024
+        local.bandwidth_in = ResourceUsage.model_construct(usage=usage.bw_in * nic_kb / 100, limit=nic_kb)
+        local.bandwidth_out = ResourceUsage.model_construct(usage=usage.bw_out * nic_kb / 100, limit=nic_kb)
+        local.msg_rate_in = sum(s.msg_rate_in for s in stats.values())
+        local.msg_rate_out = sum(s.msg_rate_out for s in stats.values())
+        local.msg_throughput_in = sum(s.msg_throughput_in for s in stats.values())
+        local.msg_throughput_out = sum(s.msg_throughput_out for s in stats.values())
+        local.last_stats = stats
+        local.bundles = set(owned)
+        local.num_bundles = len(owned)
+        local.load_manager_class_name = self.config.loadManagerClassName
+        return local
+
+    def _set_stats(self, traffic: dict[str, Traffic]) -> None:
+        for name, t in traffic.items():
+            s = self.stats[name]
+            s.msg_rate_in, s.msg_rate_out = t.rate_in, t.rate_out
+            s.msg_throughput_in, s.msg_throughput_out = t.tp_in, t.tp_out
+            s.topics = 10
+
+    def run(self) -> SimResult:
+        interval_ms = self.config.shedding_interval_ms
+        states: list[CycleState] = []
+        moves: list[MoveRecord] = []
+        placements_total = 0
+        pre: CycleState | None = None
+        traffic = self._traffic(0)
+        self._set_stats(traffic)
+        for k in range(self.s.cycles):
+            now_ms = k * interval_ms
+            for ev in self.schedule.get(k, []):
+                self._apply_event(ev, k)
+            brokers = self.cluster.brokers
+            cpu = {n: other_cpu(b, self.s.variation, self.rng) for n, b in brokers.items() if b.alive}
+            owned: dict[str, list[str]] = {n: [] for n in cpu}
+            for bundle, owner in self.cluster.owners.items():
+                if owner in owned:
+                    owned[owner].append(bundle)
+            first_look = self._measure(traffic, cpu) if any(n not in self.reported for n in cpu) else {}
+            self.load.broker_data = {
+                n: BrokerData(
+                    local_data=self._report(brokers[n], owned[n], self.reported.get(n) or first_look[n])
+                )
+                for n in cpu
+            }
+            # Bundle data of orphans is dropped by the pass (no report lists them); the leader
+            # reseeds it from what it last wrote, which this snapshot stands for.
+            stored = dict(self.load.bundle_data) if self.orphans else {}
+            update_bundle_data(self.load, now_ms, {}, {})
+            self.ctx.refresh(self.load)
+            placements = self._place_orphans(stored)
+            placements_total += placements
+            traffic = self._traffic(k)
+            before = self._measure(traffic, cpu)
+            if k == min(self.s.disturbance_at, self.s.cycles - 1):
+                pre = self._state(k, before, 0, placements)
+            plan = plan_shedding_cycle(
+                self.load, self.config, self.shedder, self.placement, self.ctx, now_ms, self.leader_rng
+            )
+            for m in plan.moves:
+                if self.cluster.owners.get(m.bundle) != m.source or m.destination not in before:
+                    continue
+                t = traffic[m.bundle]
+                moves.append(
+                    MoveRecord(
+                        k,
+                        m.bundle,
+                        m.source,
+                        m.destination,
+                        t.rate,
+                        t.throughput,
+                        before[m.source].utilisation,
+                        before[m.destination].utilisation,
+                    )
+                )
+                self.cluster.owners[m.bundle] = m.destination
+            after = self._measure(traffic, cpu)
+            states.append(self._state(k, after, sum(1 for m in moves if m.cycle == k), placements))
+            # What the agents will report at the next cycle: this interval's stats and usage.
+            self.reported = before
+            self._set_stats(traffic)
+        return SimResult(
+            scenario=self.s.name,
+            pair=self.pair,
+            seed=self.seed,
+            interval_minutes=self.config.loadBalancerSheddingIntervalMinutes,
+            disturbance_at=self.s.disturbance_at,
+            cycles=states,
+            moves=moves,
+            placements=placements_total,
+            jitter_cycles=self.jitter_cycles,
+            pre_disturbance=pre if pre is not None else states[0],
+        )
+
+    def _state(self, k: int, usage: dict[str, BrokerUsage], unloads: int, placements: int) -> CycleState:
+        names = sorted(usage)
+        return CycleState(
+            cycle=k,
+            brokers=names,
+            capacity=[self.cluster.brokers[n].capacity for n in names],
+            util=[usage[n].utilisation for n in names],
+            msg_rate=[usage[n].msg_rate for n in names],
+            throughput=[usage[n].throughput for n in names],
+            unloads=unloads,
+            placements=placements,
+        )
+
+    def _place_orphans(self, stored: dict[str, BundleData]) -> int:
+        placed = 0
+        pending, self.orphans = self.orphans, []
+        for bundle in pending:
+            decision = assign_bundle(
+                bundle,
+                self.load,
+                self.config,
+                self.placement,
+                self.ctx,
+                self.leader_rng,
+                stored_bundle_data=stored.get(bundle),
+            )
+            if decision.broker is None:
+                self.orphans.append(bundle)
+                continue
+            self.cluster.owners[bundle] = decision.broker
+            placed += 1
+        return placed
+
+
+def simulate(scenario: Scenario, pair: StrategyPair, seed: int, *, with_jitter: bool = True) -> SimResult:
+    return Simulation(scenario, pair, seed, with_jitter=with_jitter).run()

@@ -1,0 +1,123 @@
+"""Quality metrics of one simulated run. Definitions (all on the simulator's true state, never on
+the lagging reports the leader saw):
+
+- *normalised* msg rate / throughput of a broker = its value divided by its capacity (1.0 = a
+  standard broker), so on heterogeneous hardware "balanced" means proportional to strength;
+  on homogeneous clusters it is the plain value.
+- ``rate_ratio(state)`` = max / min normalised msg rate over live brokers (``inf`` if min is 0);
+  ``tp_ratio`` the same for throughput; ``cpu_range`` = max - min utilisation (percentage points of
+  each broker's own capacity; utilisation = max of CPU, NIC in, NIC out).
+- *balanced* = ``rate_ratio <= 1.25``. ``cycles_to_balanced`` = ``c - disturbance_at + 1`` for the
+  first cycle ``c >= disturbance_at`` whose post-move state is balanced (the number of shedding
+  cycles run since the disturbance, its own included); ``None`` if never.
+  ``minutes_to_balanced`` = that times the shedding interval.
+- ``final_*`` = the values in the last cycle's post-move state.
+- ``unloads`` = bundles moved by shedding (placements of orphaned bundles are counted apart in
+  ``placements``); ``moved_rate`` / ``moved_throughput`` = the moved bundles' true traffic in the
+  cycle they moved.
+- ``lower_bound_rate`` = traffic above the mean on overloaded brokers in the pre-move state of
+  the disturbance cycle: ``sum(max(0, rate_b - cap_b * R / C))`` with ``R`` the total msg rate and
+  ``C`` the total capacity; no strategy can balance with less. ``moved_vs_lower_bound`` =
+  ``moved_rate / lower_bound_rate`` (``None`` when both are 0, ``inf`` when only the bound is 0).
+- ``uphill_moves`` = moves whose source's utilisation was below its destination's just before
+  the move.
+- ``jitter_unloads`` = unloads of the run minus unloads of the same run (same seed) with the
+  scenario's jitter events removed, floored at 0 (``None`` for scenarios without jitter events).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from balancer.sim.engine import CycleState, SimResult
+
+BALANCED_RATIO = 1.25
+
+
+def _ratio(values: list[float]) -> float:
+    if not values:
+        return math.inf
+    lo, hi = min(values), max(values)
+    return math.inf if lo <= 0 else hi / lo
+
+
+def rate_ratio(s: CycleState) -> float:
+    return _ratio([r / c for r, c in zip(s.msg_rate, s.capacity, strict=True)])
+
+
+def tp_ratio(s: CycleState) -> float:
+    return _ratio([t / c for t, c in zip(s.throughput, s.capacity, strict=True)])
+
+
+def cpu_range(s: CycleState) -> float:
+    return max(s.util) - min(s.util) if s.util else 0.0
+
+
+def lower_bound(s: CycleState) -> float:
+    total_c = sum(s.capacity)
+    if total_c <= 0:
+        return 0.0
+    mean = sum(s.msg_rate) / total_c
+    return sum(max(0.0, r - c * mean) for r, c in zip(s.msg_rate, s.capacity, strict=True))
+
+
+@dataclass
+class Quality:
+    scenario: str
+    strategy: str
+    seed: int
+    cycles: int
+    cycles_to_balanced: int | None
+    minutes_to_balanced: float | None
+    final_rate_ratio: float
+    final_tp_ratio: float
+    final_cpu_range: float
+    unloads: int
+    placements: int
+    moved_rate: float
+    moved_throughput: float
+    lower_bound_rate: float
+    moved_vs_lower_bound: float | None
+    uphill_moves: int
+    jitter_unloads: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in d.items()} | {
+            k + "_is_inf": True for k, v in d.items() if isinstance(v, float) and math.isinf(v)
+        }
+
+
+def quality(r: SimResult, without_jitter: SimResult | None = None) -> Quality:
+    start = min(r.disturbance_at, len(r.cycles) - 1)
+    first = next((s.cycle for s in r.cycles[start:] if rate_ratio(s) <= BALANCED_RATIO), None)
+    cycles_to = None if first is None else first - start + 1
+    moved_rate = sum(m.msg_rate for m in r.moves)
+    lb = lower_bound(r.pre_disturbance)
+    if lb > 0:
+        vs_lb: float | None = moved_rate / lb
+    else:
+        vs_lb = None if moved_rate == 0 else math.inf
+    jitter = None if without_jitter is None else max(0, len(r.moves) - len(without_jitter.moves))
+    last = r.cycles[-1]
+    return Quality(
+        scenario=r.scenario,
+        strategy=r.pair.label,
+        seed=r.seed,
+        cycles=len(r.cycles),
+        cycles_to_balanced=cycles_to,
+        minutes_to_balanced=None if cycles_to is None else cycles_to * r.interval_minutes,
+        final_rate_ratio=rate_ratio(last),
+        final_tp_ratio=tp_ratio(last),
+        final_cpu_range=cpu_range(last),
+        unloads=len(r.moves),
+        placements=r.placements,
+        moved_rate=moved_rate,
+        moved_throughput=sum(m.throughput for m in r.moves),
+        lower_bound_rate=lb,
+        moved_vs_lower_bound=vs_lb,
+        uphill_moves=sum(1 for m in r.moves if m.source_util < m.destination_util),
+        jitter_unloads=jitter,
+    )
