@@ -112,6 +112,6 @@ def test_helm_render_is_valid_kubernetes(values: dict[str, Any]) -> None:
 
 def test_helm_values_schema_rejects_bad_values() -> None:
     h = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
-    with pytest.raises(Exception, match="(?i)replicaCount|schema|minimum"):
+    with pytest.raises(Exception, match=r"(?i)replicaCount|schema|minimum"):
         _render({"replicaCount": 0})
     assert h is not None

@@ -86,7 +86,7 @@ def test_walker_finds_every_selector_and_rejects_broken_promql() -> None:
         parse("max(a{x='1'}) / clamp_min(min(rate(b_total[5m])), 1) - histogram_quantile(0.9, c)")
     )
     assert sorted(s.name for s in sels) == ["a", "b_total", "c"]
-    with pytest.raises(Exception, match="(?i)paren|unclosed|unexpected"):
+    with pytest.raises(Exception, match=r"(?i)paren|unclosed|unexpected"):
         promql_parser.parse("sum(rate(loadmgr_x_total[5m])")
 
 
