@@ -1,0 +1,215 @@
+"""The broker agent: one per broker. It registers the broker, owns bundles, and reports its load.
+
+* Registration: the ephemeral ``/loadbalance/brokers/<brokerId>`` holding LocalBrokerData, and an
+  all-zero ``/loadbalance/broker-time-average/<brokerId>``, as a Pulsar broker writes at start.
+* Ownership (ZooKeeper-native mode, ``docs/ownership.md``): every ``ownership_poll_s`` it compares
+  the leader's assignments with the namespace layouts and the ownership nodes; it releases what is
+  assigned elsewhere (or no longer exists after a split), then takes what is assigned to it and
+  unowned by creating the ephemeral ``/namespace/<bundle>`` node. With a Pulsar source the real
+  broker owns bundles itself and the agent only reports.
+* Report: every ``loadBalancerReportUpdateMinIntervalMillis`` it samples host usage and per-bundle
+  stats from its source, applies Pulsar's LocalBrokerData update rule, and writes the node when
+  Pulsar's ``needUpdate`` rule says so, or at once after its bundles changed.
+* Connection: nothing is written unless connected; after a lost session (ephemeral nodes gone) it
+  registers again and re-acquires whatever is still assigned to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import Protocol
+
+from balancer.config import LoadBalancerConfig
+from balancer.loaddata import need_report_update
+from balancer.models import LocalBrokerData, NamespaceBundleStats, SystemResourceUsage, TimeAverageBrokerData
+from service.errors import ServiceError, StaleWrite
+from service.host_usage import HostUsage
+from service.store import ZkStore
+from service.workload import Scenario
+
+log = logging.getLogger(__name__)
+
+
+class StatsSource(Protocol):
+    """Where an agent's per-bundle traffic comes from."""
+
+    manages_ownership: bool  # True: the agent owns bundles through ZooKeeper (simulated brokers)
+
+    def bundle_stats(self, owned: Collection[str], now_ms: int) -> dict[str, NamespaceBundleStats]: ...
+
+    def host_usage(self, stats: dict[str, NamespaceBundleStats]) -> SystemResourceUsage | None:
+        """Simulated usage derived from the stats, or None to measure the real host."""
+        ...
+
+
+class SimulatedSource:
+    """Traffic of the owned bundles from a shared :class:`Scenario` (re-read through ``scenario()``)."""
+
+    manages_ownership = True
+
+    def __init__(self, scenario: Callable[[], Scenario | None]) -> None:
+        self._scenario = scenario
+        self._last = Scenario()
+
+    def _current(self) -> Scenario:
+        try:
+            got = self._scenario()
+        except ServiceError as e:
+            log.debug("keeping the last workload: %s", e)
+            got = None
+        if got is not None:
+            self._last = got
+        return self._last
+
+    def bundle_stats(self, owned: Collection[str], now_ms: int) -> dict[str, NamespaceBundleStats]:
+        return self._current().bundle_stats(owned, now_ms)
+
+    def host_usage(self, stats: dict[str, NamespaceBundleStats]) -> SystemResourceUsage | None:
+        return self._last.host_usage(stats)
+
+
+class BrokerAgent:
+    """Runs the broker's ownership and report loops on one background thread."""
+
+    def __init__(
+        self,
+        store: ZkStore,
+        broker_id: str,
+        config: LoadBalancerConfig,
+        source: StatsSource,
+        host: HostUsage | None = None,
+        web_url: str | None = None,
+        ownership_poll_s: float = 1.0,
+        report_interval_s: float | None = None,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.store = store
+        self.broker_id = broker_id
+        self.config = config
+        self.source = source
+        self.host = host or HostUsage(nic_speed_override_gbps=config.loadBalancerOverrideBrokerNicSpeedGbps)
+        self.web_url = web_url or f"http://{broker_id}"
+        self.urls = {"httpUrl": self.web_url, "nativeUrl": f"pulsar://{broker_id.rsplit(':', 1)[0]}:6650"}
+        self.ownership_poll_s = ownership_poll_s
+        self.report_interval_s = report_interval_s or config.loadBalancerReportUpdateMinIntervalMillis / 1000
+        self._clock_ms = clock_ms
+        self.local = LocalBrokerData(
+            web_service_url=self.web_url,
+            pulsar_service_url=self.urls["nativeUrl"],
+            load_manager_class_name=config.loadManagerClassName,
+            broker_version_string="loadmgr-agent",
+            start_timestamp=clock_ms(),
+        )
+        self._last_written: LocalBrokerData | None = None
+        self._owned: set[str] = set()
+        self._registered_session: int | None = None
+        self._dirty = True
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.reports_written = 0
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.store.add_state_listener(self._on_state)
+        self._thread = threading.Thread(target=self._run, name=f"agent-{self.broker_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self, release: bool = True) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if release:
+            for bundle in sorted(self._owned):
+                with contextlib.suppress(Exception):
+                    self.store.release(bundle)
+            self._owned.clear()
+
+    def owned(self) -> set[str]:
+        return set(self._owned)
+
+    def _on_state(self, state: str) -> None:
+        # Runs on kazoo's thread: flag and wake only.
+        if state == "LOST":
+            self._registered_session = None
+        self._wake.set()
+
+    # ---- loop -----------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        next_report = 0.0
+        while not self._stop.is_set():
+            try:
+                if self.store.connected:
+                    self._ensure_registered()
+                    if self.source.manages_ownership:
+                        self._reconcile_ownership()
+                    now = time.monotonic()
+                    if now >= next_report or self._dirty:
+                        self._report()
+                        next_report = now + self.report_interval_s
+            except ServiceError as e:
+                log.info("agent %s: %s", self.broker_id, e)
+            except Exception:
+                log.exception("agent %s loop failed", self.broker_id)
+            self._wake.wait(timeout=min(self.ownership_poll_s, self.report_interval_s))
+            self._wake.clear()
+
+    def _ensure_registered(self) -> None:
+        session = self.store.session_id
+        if session is not None and session == self._registered_session:
+            return
+        self.store.register_broker(self.broker_id, self.local)
+        self.store.write_time_average(self.broker_id, TimeAverageBrokerData())
+        self._registered_session = session
+        self._dirty = True
+        log.info("agent %s registered (session 0x%x)", self.broker_id, session or 0)
+
+    def _reconcile_ownership(self) -> None:
+        live = {b for got in self.store.read_layouts().values() for b in got.value.bundle_names}
+        assignments = self.store.read_assignments()
+        owners = self.store.read_owners()
+        session = self.store.session_id
+        mine = {b for b, o in owners.items() if o.session_id == session}
+        for bundle in sorted(mine):
+            a = assignments.get(bundle)
+            if bundle not in live or a is None or a.value.broker != self.broker_id:
+                if self.store.release(bundle):
+                    log.info("agent %s released %s", self.broker_id, bundle)
+                mine.discard(bundle)
+        for bundle, a in sorted(assignments.items()):
+            wanted = a.value.broker == self.broker_id and bundle in live and bundle not in owners
+            if wanted and self.store.acquire(bundle, self.broker_id, self.urls):
+                log.info("agent %s took %s", self.broker_id, bundle)
+                mine.add(bundle)
+        if mine != self._owned:
+            self._owned = mine
+            self._dirty = True
+
+    def _report(self) -> None:
+        now = self._clock_ms()
+        owned = self._owned if self.source.manages_ownership else None
+        stats = self.source.bundle_stats(owned if owned is not None else (), now)
+        system = self.source.host_usage(stats) or self.host.sample()
+        self.local.update(system, stats)
+        last = self._last_written
+        if (
+            not self._dirty
+            and last is not None
+            and need_report_update(last, self.local, self.config, now) is None
+        ):
+            return
+        try:
+            self.local.last_update = now
+            self.store.write_broker(self.broker_id, self.local)
+        except StaleWrite:
+            self._registered_session = None  # our node vanished: register again next round
+            return
+        self.local.mark_written(now)
+        self._last_written = self.local.model_copy(deep=True)
+        self._dirty = False
+        self.reports_written += 1

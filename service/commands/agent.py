@@ -1,0 +1,86 @@
+"""``loadmgr agent``: run a broker agent (simulated broker, or a reporter next to a real Pulsar broker)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from balancer.errors import InvalidInput
+from service.agent import BrokerAgent, SimulatedSource, StatsSource
+from service.pulsar_source import PulsarBrokerSource
+from service.settings import Settings
+from service.store import ZkStore
+from service.workload import Scenario
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("agent", help="Run a broker agent: register, own bundles, publish load reports")
+    p.add_argument("--broker-id", required=True, help="This broker's id, host:port (its web service address)")
+    p.add_argument("--zk", default=None, help="ZooKeeper connection string (default LOADMGR_ZK_HOSTS)")
+    p.add_argument("--chroot", default=None, help="ZooKeeper chroot (default LOADMGR_ZK_CHROOT)")
+    p.add_argument("--session-timeout", type=float, default=None, help="ZooKeeper session timeout, seconds")
+    p.add_argument("--source", choices=("simulated", "pulsar"), default="simulated")
+    p.add_argument("--workload", type=Path, help="Scenario JSON; published to /loadmgr/workload for all agents")
+    p.add_argument("--pulsar-url", help="The broker's web service URL (pulsar source); default http://<broker-id>")
+    p.add_argument("--pulsar-token", default=os.environ.get("LOADMGR_PULSAR_TOKEN"), help="Admin API token")
+    p.add_argument("--report-interval", type=float, help="Seconds between report checks (default from config)")
+    p.add_argument("--ownership-poll", type=float, default=1.0, help="Seconds between ownership checks")
+    p.add_argument("--broker-conf", type=Path, help="A Pulsar broker.conf to read load-balancer keys from")
+    p.set_defaults(func=run)
+
+
+def build_agent(args: argparse.Namespace, settings: Settings) -> BrokerAgent:
+    config = settings.load_balancer_config(dict(os.environ))
+    store = ZkStore(
+        args.zk or settings.zk_hosts,
+        settings.zk_chroot if args.chroot is None else args.chroot,
+        args.session_timeout or settings.zk_session_timeout_s,
+    )
+    store.start()
+    source: StatsSource
+    if args.source == "pulsar":
+        source = PulsarBrokerSource(args.pulsar_url or f"http://{args.broker_id}", token=args.pulsar_token)
+    else:
+        if args.workload is not None:
+            try:
+                scenario = Scenario.parse(json.loads(args.workload.read_text()))
+            except (OSError, json.JSONDecodeError) as e:
+                raise InvalidInput("--workload", str(args.workload), str(e)) from None
+            store.write_workload(scenario.model_dump(mode="json"))
+            for ns, n in scenario.namespaces.items():
+                store.create_namespace(ns, n)
+        source = SimulatedSource(lambda: _read_scenario(store))
+    return BrokerAgent(
+        store,
+        args.broker_id,
+        config,
+        source,
+        web_url=args.pulsar_url,
+        ownership_poll_s=args.ownership_poll,
+        report_interval_s=args.report_interval,
+    )
+
+
+def _read_scenario(store: ZkStore) -> Scenario | None:
+    doc = store.read_workload()
+    return None if doc is None else Scenario.parse(doc)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = Settings() if args.broker_conf is None else Settings(broker_conf=args.broker_conf)
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    agent = build_agent(args, settings)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    agent.start()
+    done.wait()
+    agent.stop()
+    agent.store.stop()
+    return 0

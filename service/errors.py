@@ -1,0 +1,34 @@
+"""Errors of the live service. Kazoo's exceptions never leave :mod:`service.store`: they become these."""
+
+from __future__ import annotations
+
+from balancer.errors import LoadMgrError
+
+
+class ServiceError(LoadMgrError):
+    """Base of the service's own errors."""
+
+
+class NotLeader(ServiceError):
+    """A mutation was asked of an instance that is not the leader; ``leader_url`` says where to go."""
+
+    def __init__(self, leader_url: str | None, message: str | None = None) -> None:
+        self.leader_url = leader_url
+        where = f"; the leader is at {leader_url}" if leader_url else "; no leader is known right now"
+        super().__init__((message or "this instance is not the leader") + where)
+
+
+class StoreUnavailable(ServiceError):
+    """ZooKeeper cannot be reached (suspended, lost, or timed out); retry later."""
+
+
+class StaleWrite(ServiceError):
+    """A compare-and-set write lost a race (the node changed, or this instance is no longer leader)."""
+
+
+class ExecutorError(ServiceError):
+    """A move or split the executor could not carry out (e.g. Pulsar's admin API refused it)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)

@@ -1,0 +1,186 @@
+"""Carrying out the leader's decisions: unload (move) and split a bundle.
+
+Two implementations of one :class:`Executor` protocol:
+
+* :class:`ZkExecutor` writes the leader's intent into ZooKeeper (``docs/ownership.md``): an unload
+  rewrites the bundle's assignment node, a split rewrites the namespace's bundle layout and assigns
+  the children. Every write is one transaction fenced on the leader epoch, so a leader that has been
+  replaced cannot write. Brokers' agents act on what it wrote.
+* :class:`PulsarAdminExecutor` drives a real Pulsar cluster through its admin REST API
+  (``PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload?destinationBroker=…`` and
+  ``…/split?unload=…&splitAlgorithmName=…`` with the boundaries as a JSON list body).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import httpx
+
+from balancer.bundles import bundle_name, split_bundle_name
+from balancer.errors import InvalidInput, UnknownBundle
+from service import zkpaths as P
+from service.errors import ExecutorError, StaleWrite
+from service.store import Assignment, Versioned, ZkStore
+
+log = logging.getLogger(__name__)
+
+SPECIFIED = "specified_positions_divide"
+
+
+class Executor(Protocol):
+    """Carries out moves and splits. ``remote_split``: the far side computes split boundaries itself."""
+
+    name: str
+    remote_split: bool
+
+    def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
+        """Move ``bundle`` off ``source``: to ``destination``, or wherever placement puts it when None."""
+        ...
+
+    def split(
+        self, bundle: str, algorithm: str | None, positions: Sequence[int] | None, unload: bool = False
+    ) -> list[str]:
+        """Replace ``bundle`` by its children; returns the children's names when known locally."""
+        ...
+
+
+class ZkExecutor:
+    """Writes assignments and layouts into ZooKeeper, fenced on the leader epoch ``fence()`` returns."""
+
+    name = "zookeeper"
+    remote_split = False
+
+    def __init__(
+        self,
+        store: ZkStore,
+        fence: Callable[[], Versioned[str] | None],
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self._store = store
+        self._fence = fence
+        self._clock_ms = clock_ms
+
+    def _tx_fence(self) -> Versioned[str]:
+        fence = self._fence()
+        if fence is None:
+            raise StaleWrite("not the leader: no leader epoch to fence the write on")
+        return fence
+
+    def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
+        """Point the assignment at ``destination``; without one, drop it so the bundle is placed afresh."""
+        tx = self._store.fenced(self._tx_fence())
+        path = P.assignment_path(bundle)
+        if destination is None:
+            got = self._store.get_json(path)
+            if got is not None:
+                tx.delete(path, got.version)
+        else:
+            doc = ZkStore.assignment_doc(Assignment(destination, source, reason, self._clock_ms()))
+            tx.upsert_json(path, doc)
+        tx.commit()
+
+    def assign(self, bundle: str, broker: str, reason: str, expected_version: int | None) -> None:
+        """Give an unowned bundle to ``broker``; ``expected_version`` None = no assignment node existed."""
+        tx = self._store.fenced(self._tx_fence())
+        doc = ZkStore.assignment_doc(Assignment(broker, None, reason, self._clock_ms()))
+        path = P.assignment_path(bundle)
+        if expected_version is None:
+            tx.create_json(path, doc)
+        else:
+            tx.set_json(path, doc, expected_version)
+        tx.commit()
+
+    def split(
+        self, bundle: str, algorithm: str | None, positions: Sequence[int] | None, unload: bool = False
+    ) -> list[str]:
+        """Cut ``bundle`` at ``positions`` (already computed boundaries); children go to the parent's owner.
+
+        One transaction: the layout (compare-and-set on its version), the children's assignments,
+        and the removal of the parent's assignment and bundle data.
+        """
+        if algorithm not in (None, SPECIFIED):
+            raise InvalidInput("algorithm", algorithm, "the ZooKeeper executor takes computed boundaries")
+        if not positions:
+            raise InvalidInput("positions", positions, "need at least one boundary inside the bundle")
+        ns, rng = split_bundle_name(bundle)
+        got = self._store.read_layout(ns)
+        if got is None or not got.value.contains(rng):
+            raise UnknownBundle(bundle)
+        new_layout = got.value.split(rng, list(positions))
+        inside = [r for r in new_layout.ranges if rng.lower <= r.lower and r.upper <= rng.upper]
+        children = [bundle_name(ns, r) for r in inside]
+        assignments = self._store.read_assignments()
+        owner = self._store.read_owners().get(bundle)
+        current = assignments.get(bundle)
+        broker = owner.broker if owner is not None else (current.value.broker if current else None)
+        tx = self._store.fenced(self._tx_fence())
+        tx.set_json(P.policies_path(ns), self._store.layout_doc(ns, new_layout), got.version)
+        if broker is not None:
+            for child in children:
+                doc = ZkStore.assignment_doc(Assignment(broker, None, f"split of {bundle}", self._clock_ms()))
+                tx.upsert_json(P.assignment_path(child), doc)
+        if current is not None:
+            tx.delete(P.assignment_path(bundle), current.version)
+        tx.commit()
+        self._store.delete_bundle_data(bundle)
+        return children
+
+
+class PulsarAdminExecutor:
+    """Pulsar's admin REST API; ``base_url`` is any broker's web service URL (it redirects as needed)."""
+
+    name = "pulsar-admin"
+    remote_split = True
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        timeout_s: float = 30.0,
+        client: httpx.Client | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = client or httpx.Client(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, follow_redirects=True
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    @staticmethod
+    def bundle_path(bundle: str, action: str) -> str:
+        ns, rng = split_bundle_name(bundle)
+        parts = ns.split("/")
+        # v1 namespaces (tenant/cluster/ns) live under the unversioned resource.
+        prefix = "/admin/v2/namespaces" if len(parts) == 2 else "/admin/namespaces"
+        return f"{prefix}/{ns}/{rng.text}/{action}"
+
+    def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
+        params = {"destinationBroker": destination} if destination else {}
+        self._put(self.bundle_path(bundle, "unload"), params, None)
+
+    def split(
+        self, bundle: str, algorithm: str | None, positions: Sequence[int] | None, unload: bool = False
+    ) -> list[str]:
+        params = {"unload": "true" if unload else "false"}
+        if algorithm:
+            params["splitAlgorithmName"] = algorithm
+        body = [int(p) for p in positions] if positions else None
+        self._put(self.bundle_path(bundle, "split"), params, body)
+        return []
+
+    def _put(self, path: str, params: dict[str, str], body: list[int] | None) -> None:
+        headers = {"Content-Type": "application/json"}
+        content = b"" if body is None else json.dumps(body).encode()
+        try:
+            resp = self._client.put(path, params=params, content=content, headers=headers)
+        except httpx.HTTPError as e:
+            raise ExecutorError(f"PUT {path}: {type(e).__name__}: {e}") from None
+        if resp.status_code >= 300:
+            raise ExecutorError(f"PUT {path}: HTTP {resp.status_code}: {resp.text[:300]}", resp.status_code)
+        log.info("pulsar admin PUT %s %s -> %s", path, params, resp.status_code)

@@ -1,0 +1,179 @@
+"""Leader election through the ephemeral node ``/loadbalance/leader``, as a lease.
+
+The kazoo state listener only records the state and wakes the election thread; it never blocks
+and never touches ZooKeeper. The election thread does the work:
+
+* SUSPENDED: :meth:`LeaderElection.is_leader` turns False at once (no decision while the
+  connection is in doubt), leadership itself is kept, since the session may still be alive.
+* LOST: the session and its ephemeral node are gone, so leadership is given up (``on_revoked``).
+* CONNECTED again: a leader checks that the node is still its own and asks for a full re-read
+  (``on_resync``) before it decides again; a non-leader tries to win.
+
+On winning, the new leader bumps the leader epoch (``/loadmgr/leader-epoch``); every write of the
+leader is a transaction that checks that epoch, so a replaced leader's late write fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from service import zkpaths as P
+from service.errors import ServiceError
+from service.store import Versioned, ZkStore, translated
+
+log = logging.getLogger(__name__)
+
+
+class LeaderElection:
+    """Campaign for ``/loadbalance/leader`` with ``{"brokerId": leader_id, "serviceUrl": service_url}``."""
+
+    def __init__(
+        self,
+        store: ZkStore,
+        leader_id: str,
+        service_url: str,
+        on_elected: Callable[[], None],
+        on_revoked: Callable[[], None],
+        on_resync: Callable[[], None] | None = None,
+        retry_s: float = 1.0,
+    ) -> None:
+        self._store = store
+        self.leader_id = leader_id
+        self.service_url = service_url
+        self._on_elected = on_elected
+        self._on_revoked = on_revoked
+        self._on_resync = on_resync
+        self._retry_s = retry_s
+        self._state = "CONNECTED"
+        self._lost = False
+        self._resync = False
+        self._leader = False
+        self._fence: Versioned[str] | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.terms = 0  # how many times this instance has won
+
+    # ---- public --------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._store.add_state_listener(self._on_state)
+        self._state = "CONNECTED" if self._store.connected else "SUSPENDED"
+        self._thread = threading.Thread(target=self._run, name=f"election-{self.leader_id}", daemon=True)
+        self._thread.start()
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self._leader:
+            self._leader = False
+            self._fence = None
+            with contextlib.suppress(Exception):
+                self._release_node()
+            self._on_revoked()
+
+    def is_leader(self) -> bool:
+        """True only while leading on a connection that is up: callers re-check before every write."""
+        return self._leader and self._state == "CONNECTED" and not self._resync and self._store.connected
+
+    def fence(self) -> Versioned[str] | None:
+        """The epoch to fence writes on, or None when this instance must not write."""
+        return self._fence if self.is_leader() else None
+
+    def leader_info(self) -> dict[str, Any] | None:
+        """The leader node's content (``brokerId``, ``serviceUrl``), or None when nobody leads."""
+        got = self._store.get_json(P.LEADER)
+        return got.value if got is not None and isinstance(got.value, dict) else None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # ---- kazoo thread: record and wake, nothing else ------------------------------------------------
+    def _on_state(self, state: str) -> None:
+        self._state = state
+        if state == "LOST":
+            self._lost = True
+        elif state == "SUSPENDED":
+            self._resync = self._leader or self._resync
+        self._wake.set()
+
+    # ---- election thread ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self._retry_s)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self._step()
+            except ServiceError as e:
+                log.info("election step of %s deferred: %s", self.leader_id, e)
+            except Exception:
+                log.exception("election step of %s failed", self.leader_id)
+
+    def _step(self) -> None:
+        if self._lost:
+            self._lost = False
+            if self._leader:
+                log.warning("%s: ZooKeeper session lost; giving up leadership", self.leader_id)
+                self._revoke()
+        if self._state != "CONNECTED" or not self._store.connected:
+            return
+        if self._leader:
+            if not self._node_is_mine():
+                log.warning("%s: leader node is no longer ours; giving up leadership", self.leader_id)
+                self._revoke()
+            elif self._resync:
+                if self._on_resync is not None:
+                    self._on_resync()
+                self._resync = False
+            return
+        self._campaign()
+
+    def _campaign(self) -> None:
+        doc = json.dumps({"brokerId": self.leader_id, "serviceUrl": self.service_url}).encode()
+        client = self._store.client
+        with translated():
+            try:
+                client.create(P.LEADER, doc, ephemeral=True, makepath=True)
+            except NodeExistsError:
+                if self._node_is_mine():  # our own node survived a reconnect of the same session
+                    pass
+                else:
+                    # Wake when the current leader's node goes away.
+                    if client.exists(P.LEADER, watch=lambda _e: self._wake.set()) is None:
+                        self._wake.set()
+                    return
+            fence = self._store.bump_epoch(self.leader_id)
+        self._fence = fence
+        self._resync = False
+        self._leader = True
+        self.terms += 1
+        log.info("%s is now the leader (epoch %d)", self.leader_id, fence.version)
+        self._on_elected()
+
+    def _node_is_mine(self) -> bool:
+        with translated():
+            try:
+                stat = self._store.client.exists(P.LEADER)
+            except NoNodeError:
+                return False
+        return stat is not None and stat.ephemeralOwner == self._store.session_id
+
+    def _release_node(self) -> None:
+        if self._node_is_mine():
+            self._store.delete(P.LEADER)
+
+    def _revoke(self) -> None:
+        self._leader = False
+        self._fence = None
+        self._on_revoked()

@@ -1,0 +1,103 @@
+"""Per-bundle stats of a real Pulsar broker, from ``GET /admin/v2/broker-stats/topics``.
+
+That endpoint returns ``{namespace: {bundleRange: {"persistent"|"non-persistent": {topic: stats}}}}``
+for the topics the broker serves; the agent sums each bundle's topics into one
+NamespaceBundleStats, the way the broker builds ``lastStats`` for its own load report.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import httpx
+
+from balancer.models import NamespaceBundleStats, SystemResourceUsage
+from service.errors import ExecutorError
+
+log = logging.getLogger(__name__)
+
+TOPICS_STATS_PATH = "/admin/v2/broker-stats/topics"
+
+
+def _num(d: Mapping[str, Any], key: str) -> float:
+    v = d.get(key)
+    return float(v) if isinstance(v, int | float) else 0.0
+
+
+def _count(d: Mapping[str, Any], count_key: str, list_key: str) -> int:
+    v = d.get(count_key)
+    if isinstance(v, int):
+        return v
+    items = d.get(list_key)
+    return len(items) if isinstance(items, list | dict) else 0
+
+
+def _consumers(topic: Mapping[str, Any]) -> int:
+    subs = topic.get("subscriptions")
+    if isinstance(subs, dict):
+        return sum(_count(s, "consumerCount", "consumers") for s in subs.values() if isinstance(s, dict))
+    return _count(topic, "consumerCount", "consumers")
+
+
+def sum_topics_per_bundle(doc: Mapping[str, Any]) -> dict[str, NamespaceBundleStats]:
+    """Fold the broker-stats/topics document into ``bundle name -> stats``; odd members are skipped."""
+    out: dict[str, NamespaceBundleStats] = {}
+    for ns, bundles in doc.items():
+        if not isinstance(bundles, dict):
+            continue
+        for rng, domains in bundles.items():
+            if not isinstance(domains, dict):
+                continue
+            s = NamespaceBundleStats()
+            for topics in domains.values():
+                if not isinstance(topics, dict):
+                    continue
+                for topic in topics.values():
+                    if not isinstance(topic, dict):
+                        continue
+                    s.msg_rate_in += _num(topic, "msgRateIn")
+                    s.msg_rate_out += _num(topic, "msgRateOut")
+                    s.msg_throughput_in += _num(topic, "msgThroughputIn")
+                    s.msg_throughput_out += _num(topic, "msgThroughputOut")
+                    s.producer_count += _count(topic, "producerCount", "publishers")
+                    s.consumer_count += _consumers(topic)
+                    s.topics += 1
+            out[f"{ns}/{rng}"] = s
+    return out
+
+
+class PulsarBrokerSource:
+    """Reads one broker's topic stats over its admin API; host usage is measured locally."""
+
+    manages_ownership = False
+
+    def __init__(
+        self,
+        web_url: str,
+        token: str | None = None,
+        timeout_s: float = 10.0,
+        client: httpx.Client | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = client or httpx.Client(
+            base_url=web_url.rstrip("/"), headers=headers, timeout=timeout_s
+        )
+
+    def bundle_stats(self, owned: Collection[str], now_ms: int) -> dict[str, NamespaceBundleStats]:
+        try:
+            resp = self._client.get(TOPICS_STATS_PATH)
+            resp.raise_for_status()
+            doc = resp.json()
+        except (httpx.HTTPError, ValueError) as e:
+            raise ExecutorError(f"GET {TOPICS_STATS_PATH}: {e}") from None
+        if not isinstance(doc, dict):
+            raise ExecutorError(f"GET {TOPICS_STATS_PATH}: expected a JSON object")
+        return sum_topics_per_bundle(doc)
+
+    def host_usage(self, stats: dict[str, NamespaceBundleStats]) -> SystemResourceUsage | None:
+        return None
+
+    def close(self) -> None:
+        self._client.close()

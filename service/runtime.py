@@ -1,0 +1,440 @@
+"""``LoadManagerService``: the live load manager one ``loadmgr serve`` process runs.
+
+It campaigns for leadership (:mod:`service.leader`); while it leads, APScheduler jobs run the
+leader's work (:mod:`service.leader_jobs`) at Pulsar's intervals:
+
+* ``shedding`` every ``loadBalancerSheddingIntervalMinutes``: one snapshot, orphan placement, one
+  ``plan_shedding_cycle`` decision, then the moves, each in the bounded decision log;
+* ``reconcile`` at half that interval (and at once when leadership is won): unowned bundles of live
+  namespaces get a broker, so a dead broker's bundles are owned again within one shedding interval;
+* ``bundle-data`` every ``loadBalancerResourceQuotaUpdateIntervalMinutes``: bundle data (top K) and
+  brokers' time averages written;
+* ``split`` every shedding interval: Pulsar's split conditions, executed through the executor.
+
+Jobs are paused while this instance does not lead and each re-checks leadership before writing.
+Intervals are minutes, fractions allowed (0.05 = 3 s). Thread-safe: every method may be called
+from the REST layer's threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from balancer.bundles import NamespaceBundles, split_bundle_name, topic_namespace
+from balancer.config import LoadBalancerConfig
+from balancer.cycle import CyclePlan, plan_shedding_cycle
+from balancer.errors import UnknownBroker, UnknownBundle
+from balancer.explain import explain
+from balancer.models import LoadData
+from balancer.placement.base import PlacementStrategy
+from balancer.placement.pipeline import select_broker
+from balancer.placement.registry import create_placement
+from balancer.shedding.base import LoadSheddingStrategy
+from balancer.shedding.registry import create_shedder
+from service import zkpaths as P
+from service.errors import NotLeader, ServiceError, StoreUnavailable
+from service.executor import Executor, ZkExecutor
+from service.leader import LeaderElection
+from service.leader_jobs import LeaderJobs, now_ms
+from service.loadview import LoadView
+from service.settings import Settings
+from service.store import ZkStore
+from service.view import ClusterView, DecisionLog, DecisionRecord
+
+log = logging.getLogger(__name__)
+
+
+class MetricsSink(Protocol):
+    """What the service reports to; :class:`service.metrics.PrometheusMetrics` implements it."""
+
+    def cycle_finished(self, seconds: float, moves: int) -> None: ...
+    def unloaded(self, reason: str) -> None: ...
+    def split_done(self, reason: str) -> None: ...
+    def leader_changed(self, is_leader: bool) -> None: ...
+    def zk_error(self, kind: str) -> None: ...
+    def malformed_report(self, broker: str) -> None: ...
+    def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None: ...
+
+
+class NoMetrics:
+    """The default sink: does nothing."""
+
+    def cycle_finished(self, seconds: float, moves: int) -> None:
+        pass
+
+    def unloaded(self, reason: str) -> None:
+        pass
+
+    def split_done(self, reason: str) -> None:
+        pass
+
+    def leader_changed(self, is_leader: bool) -> None:
+        pass
+
+    def zk_error(self, kind: str) -> None:
+        pass
+
+    def malformed_report(self, broker: str) -> None:
+        pass
+
+    def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None:
+        pass
+
+
+def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
+    shedder = create_shedder(config.loadBalancerLoadSheddingStrategy)
+    return shedder, create_placement(config.loadBalancerLoadPlacementStrategy, shedder=shedder)
+
+
+class LoadManagerService:
+    """One load-manager instance. ``start()`` connects and campaigns; ``stop()`` steps down and closes.
+
+    ``executor`` defaults to the ZooKeeper-native one; pass a ``PulsarAdminExecutor`` to drive a
+    real Pulsar cluster. ``store`` may be given (tests); otherwise one is built from ``settings``.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        config: LoadBalancerConfig,
+        metrics: MetricsSink | None = None,
+        history: Any = None,
+        *,
+        store: ZkStore | None = None,
+        executor: Executor | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self._config = config
+        self.metrics: MetricsSink = metrics if metrics is not None else NoMetrics()
+        self.history = history
+        self.instance_id = settings.instance_id or f"{settings.http_host}:{settings.http_port}"
+        self.service_url = f"http://{settings.http_host}:{settings.http_port}"
+        self.store = store or ZkStore(settings.zk_hosts, settings.zk_chroot, settings.zk_session_timeout_s)
+        self.store._on_malformed = self._on_malformed
+        self._lock = threading.RLock()
+        self._shedder, self._placement = make_strategies(config)
+        self._decisions = DecisionLog(settings.decision_log_size)
+        self._view_cache: ClusterView | None = None
+        self.election = LeaderElection(
+            self.store,
+            self.instance_id,
+            self.service_url,
+            self._on_elected,
+            self._on_revoked,
+            self._on_resync,
+        )
+        assigner = ZkExecutor(self.store, self.election.fence)
+        self.executor: Executor = executor or assigner
+        self._loadview = LoadView()
+        self.jobs = LeaderJobs(
+            self.store,
+            self.executor,
+            assigner,
+            self._loadview,
+            self._decisions,
+            self.metrics,
+            history,
+            self.is_leader,
+            self._epoch,
+            random.Random(seed),
+        )
+        self._scheduler = BackgroundScheduler(daemon=True)
+        self._started = False
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect to ZooKeeper (raises StoreUnavailable), schedule the paused jobs, campaign."""
+        self.store.start()
+        self.store.add_state_listener(self._on_state)
+        self._schedule_jobs()
+        self._scheduler.start()
+        self.election.start()
+        self._started = True
+
+    def stop(self) -> None:
+        """Step down (deleting the leader node), stop the jobs, close the connection."""
+        self._started = False
+        self.election.stop()
+        with contextlib.suppress(Exception):
+            self._scheduler.shutdown(wait=True)
+        if self.history is not None:
+            with contextlib.suppress(Exception):
+                self.history.close()
+        self.store.stop()
+
+    def ready(self) -> bool:
+        """Started and connected to ZooKeeper."""
+        return self._started and self.store.connected
+
+    def is_leader(self) -> bool:
+        return self.election.is_leader()
+
+    def leader_info(self) -> dict[str, Any] | None:
+        """``{"brokerId", "serviceUrl"}`` of the current leader, or None (also when ZooKeeper is down)."""
+        try:
+            return self.election.leader_info()
+        except StoreUnavailable:
+            return None
+
+    @property
+    def config(self) -> LoadBalancerConfig:
+        return self._config
+
+    def update_config(self, updates: Mapping[str, Any]) -> LoadBalancerConfig:
+        """Apply dynamic keys (ConfigError for unknown or static ones); strategies and jobs follow."""
+        with self._lock:
+            old = self._config
+            new = old.with_updates(dict(updates), dynamic_only=True)
+            if (new.loadBalancerLoadSheddingStrategy, new.loadBalancerLoadPlacementStrategy) != (
+                old.loadBalancerLoadSheddingStrategy,
+                old.loadBalancerLoadPlacementStrategy,
+            ):
+                self._shedder, self._placement = make_strategies(new)
+            self._config = new
+            if self._started:
+                self._schedule_jobs()
+        return new
+
+    # ---- scheduling --------------------------------------------------------------------------------
+    def _intervals(self) -> dict[str, float]:
+        c = self._config
+        shed = max(c.loadBalancerSheddingIntervalMinutes * 60, 0.2)
+        return {
+            "shedding": shed,
+            "reconcile": max(min(shed / 2, 30.0), 0.2),
+            "bundle-data": max(c.loadBalancerResourceQuotaUpdateIntervalMinutes * 60, 0.2),
+            "split": shed,
+        }
+
+    def _schedule_jobs(self) -> None:
+        funcs: dict[str, Callable[[], Any]] = {
+            "shedding": lambda: self._leader_job("shedding", self.jobs.shedding_cycle),
+            "reconcile": lambda: self._leader_job("reconcile", self.jobs.reconcile),
+            "bundle-data": lambda: self._leader_job("bundle-data", self.jobs.write_bundle_data),
+            "split": lambda: self._leader_job("split", self._auto_split),
+        }
+        leading = self.is_leader()
+        for name, seconds in self._intervals().items():
+            self._scheduler.add_job(
+                funcs[name],
+                "interval",
+                seconds=seconds,
+                id=name,
+                name=name,
+                replace_existing=True,
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=None,
+                next_run_time=datetime.now() + timedelta(seconds=seconds) if leading else None,
+            )
+
+    def _auto_split(self, config: LoadBalancerConfig, s: LoadSheddingStrategy, p: PlacementStrategy) -> int:
+        return self.jobs.auto_split(config, s, p) if config.loadBalancerAutoBundleSplitEnabled else 0
+
+    def _leader_job(self, name: str, fn: Callable[..., Any]) -> None:
+        if not self.is_leader():
+            return
+        with self._lock:
+            if not self.is_leader():
+                return
+            try:
+                fn(self._config, self._shedder, self._placement)
+            except ServiceError as e:
+                log.warning("%s job: %s", name, e)
+                self.metrics.zk_error(type(e).__name__)
+            except Exception:
+                log.exception("%s job failed", name)
+        if name == "shedding":
+            with contextlib.suppress(ServiceError):
+                self._publish_view()
+
+    def _on_elected(self) -> None:
+        with self._lock:
+            self._loadview.reset()  # a new term starts from a full re-read
+        now = datetime.now()
+        for name, seconds in self._intervals().items():
+            first = now if name == "reconcile" else now + timedelta(seconds=seconds)
+            with contextlib.suppress(Exception):
+                self._scheduler.modify_job(name, next_run_time=first)
+        self.metrics.leader_changed(True)
+
+    def _on_revoked(self) -> None:
+        for name in self._intervals():
+            with contextlib.suppress(Exception):
+                self._scheduler.pause_job(name)
+        self.metrics.leader_changed(False)
+
+    def _on_resync(self) -> None:
+        # After a reconnect the next job re-reads everything anyway; wake the reconciler early.
+        with contextlib.suppress(Exception):
+            self._scheduler.modify_job("reconcile", next_run_time=datetime.now())
+
+    def _on_state(self, state: str) -> None:
+        if state != "CONNECTED":
+            self.metrics.zk_error(state.lower())
+
+    def _on_malformed(self, path: str, reason: str) -> None:
+        if path.startswith(P.BROKERS + "/"):
+            self.metrics.malformed_report(path[len(P.BROKERS) + 1 :])
+
+    def _epoch(self) -> int | None:
+        f = self.election.fence()
+        return None if f is None else f.version
+
+    # ---- reads -------------------------------------------------------------------------------------
+    def view(self) -> ClusterView:
+        """A fresh read of the cluster (cached for one second)."""
+        cached = self._view_cache
+        if cached is not None and now_ms() - cached.time_ms < 1000:
+            return cached
+        return self._publish_view()
+
+    def _publish_view(self) -> ClusterView:
+        s = self.store
+        leader = self.is_leader()
+        with self._lock:
+            bundle_data = dict(self._loadview.load.bundle_data) if leader else {}
+            recent = dict(self._loadview.load.recently_unloaded_bundles)
+        v = ClusterView(
+            time_ms=now_ms(),
+            leader=self.leader_info(),
+            brokers=s.read_brokers(),
+            bundle_data=bundle_data or s.read_bundle_data(),
+            owners={b: o.broker for b, o in s.read_owners().items()},
+            assignments={b: a.value.broker for b, a in s.read_assignments().items()},
+            namespaces={ns: got.value.bundle_names for ns, got in s.read_layouts().items()},
+            recently_unloaded=recent,
+            malformed=dict(s.malformed),
+        )
+        self._view_cache = v
+        w = self._config.weights()
+        scores = {b: {"weightedMaxUsage": d.max_resource_usage_with_weight(w)} for b, d in v.brokers.items()}
+        self.metrics.view_updated(v, scores)
+        return v
+
+    def decisions(self, limit: int = 100, kind: str | None = None) -> list[DecisionRecord]:
+        """Newest first; ``kind`` is shedding, placement, split or manual."""
+        return self._decisions.latest(limit, kind)
+
+    def dry_run(self) -> CyclePlan:
+        """What a shedding cycle would do now, on copies: nothing is written, no state changes."""
+        with self._lock:
+            if not self.is_leader():
+                self._loadview.refresh(self.store, now_ms(), (self._shedder, self._placement), sample=True)
+            load: LoadData = self._loadview.load.model_copy(deep=True)
+            ctx = copy.deepcopy(self._loadview.ctx)
+            shedder, placement = copy.deepcopy((self._shedder, self._placement))
+            return plan_shedding_cycle(
+                load, self._config, shedder, placement, ctx, now_ms(), random.Random(0)
+            )
+
+    # ---- mutations (leader only) -------------------------------------------------------------------
+    def _require_leader(self) -> None:
+        if not self.is_leader():
+            info = self.leader_info()
+            url = info.get("serviceUrl") if info else None
+            if info is not None and info.get("brokerId") == self.instance_id:
+                url = None  # our own stale node: no one else to send the caller to
+            raise NotLeader(url)
+
+    def unload(self, bundle: str, destination: str | None = None) -> DecisionRecord:
+        """Move ``bundle`` to ``destination`` (a live broker), or wherever placement puts it."""
+        self._require_leader()
+        with self._lock:
+            self._require_leader()
+            now = now_ms()
+            snap = self._loadview.refresh(self.store, now, (self._shedder, self._placement), sample=False)
+            if bundle not in snap.live_bundles():
+                raise UnknownBundle(bundle)
+            owner = snap.owners.get(bundle)
+            source = owner.broker if owner else None
+            if destination is not None and destination not in snap.brokers:
+                raise UnknownBroker(destination)
+            placed = None
+            if destination is None and not self.executor.remote_split:
+                placed = select_broker(
+                    bundle,
+                    self._loadview.load,
+                    self._config,
+                    self._placement,
+                    self._loadview.ctx,
+                    self.jobs.rng,
+                )
+                destination = placed.broker if placed.broker != source else None
+            why = explain(
+                "manual_unload",
+                f"operator unload of {bundle}"
+                + (f" to {destination}" if destination else " (placement decides)"),
+                subject=bundle,
+                source=source,
+                destination=destination,
+                placement=placed.explanation.reason if placed else None,
+            )
+            self.executor.unload(bundle, source, destination, why.reason)
+            self._loadview.load.recently_unloaded_bundles[bundle] = now
+            self.metrics.unloaded(why.reason)
+            return self.jobs._record("manual", why, bundle=bundle, source=source, destination=destination)
+
+    def split(
+        self, bundle: str, algorithm: str | None = None, positions: Sequence[int] | None = None
+    ) -> DecisionRecord:
+        """Split ``bundle`` with Pulsar's ``algorithm`` (default: the configured one)."""
+        self._require_leader()
+        with self._lock:
+            self._require_leader()
+            split_bundle_name(bundle)
+            snap = self._loadview.refresh(
+                self.store, now_ms(), (self._shedder, self._placement), sample=False
+            )
+            why = explain("manual_split", f"operator split of {bundle}", subject=bundle, algorithm=algorithm)
+            return self.jobs.split(bundle, algorithm, positions, self._config, snap, why)
+
+    def lookup(self, topic: str) -> str:
+        """The broker serving ``topic``'s bundle; an unowned bundle is assigned through placement first."""
+        ns = topic_namespace(topic)
+        got = self.store.read_layout(ns)
+        if got is None:
+            raise UnknownBundle(f"namespace {ns} has no bundle layout")
+        bundle = got.value.find_bundle(topic)
+        owner = self.store.read_owners().get(bundle)
+        if owner is not None:
+            return owner.broker
+        assigned = self.store.read_assignments().get(bundle)
+        if assigned is not None and assigned.value.broker in self.store.broker_ids():
+            return assigned.value.broker
+        self._require_leader()
+        with self._lock:
+            snap = self._loadview.refresh(
+                self.store, now_ms(), (self._shedder, self._placement), sample=False
+            )
+            self.jobs._reconcile(snap, self._config, self._placement)
+        assigned = self.store.read_assignments().get(bundle)
+        if assigned is None:
+            raise UnknownBroker(f"no live broker can take {bundle}")
+        return assigned.value.broker
+
+    def create_namespace(self, namespace: str, num_bundles: int | None = None) -> NamespaceBundles:
+        """Write a namespace's initial layout (``defaultNumberOfNamespaceBundles``); idempotent."""
+        return self.store.create_namespace(
+            namespace, num_bundles or self._config.defaultNumberOfNamespaceBundles
+        )
+
+    def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Poll ``predicate`` until true or the deadline (a helper for the demo and tests)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.1)
+        return predicate()

@@ -1,0 +1,89 @@
+"""What the service shows: the cluster view and the bounded decision log."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from balancer.explain import Explanation
+from balancer.models import BundleData, LocalBrokerData
+
+DecisionKind = Literal["shedding", "placement", "split", "manual"]
+
+
+class ClusterView(BaseModel):
+    """One consistent read of the cluster: brokers' reports, bundle data, ownership, layouts."""
+
+    time_ms: int = 0
+    leader: dict[str, Any] | None = None
+    brokers: dict[str, LocalBrokerData] = Field(default_factory=dict)
+    bundle_data: dict[str, BundleData] = Field(default_factory=dict)
+    owners: dict[str, str] = Field(default_factory=dict, description="bundle -> owning broker")
+    assignments: dict[str, str] = Field(default_factory=dict, description="bundle -> assigned broker")
+    namespaces: dict[str, list[str]] = Field(default_factory=dict, description="namespace -> bundle names")
+    recently_unloaded: dict[str, int] = Field(default_factory=dict)
+    malformed: dict[str, int] = Field(default_factory=dict, description="node path -> times skipped")
+
+    def bundles(self) -> list[str]:
+        return sorted(b for bs in self.namespaces.values() for b in bs)
+
+
+class DecisionRecord(BaseModel):
+    """One decision of the leader or an operator, with its explanation as plain JSON."""
+
+    id: int
+    time_ms: int
+    kind: DecisionKind
+    bundle: str | None = None
+    source: str | None = None
+    destination: str | None = None
+    applied: bool = True
+    explanation: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        id: int,
+        time_ms: int,
+        kind: DecisionKind,
+        explanation: Explanation,
+        bundle: str | None = None,
+        source: str | None = None,
+        destination: str | None = None,
+        applied: bool = True,
+    ) -> DecisionRecord:
+        return cls(
+            id=id,
+            time_ms=time_ms,
+            kind=kind,
+            bundle=bundle,
+            source=source,
+            destination=destination,
+            applied=applied,
+            explanation=explanation.model_dump(mode="json"),
+        )
+
+
+class DecisionLog:
+    """A thread-safe ring of the last ``size`` decisions, newest last."""
+
+    def __init__(self, size: int) -> None:
+        self._items: deque[DecisionRecord] = deque(maxlen=max(size, 1))
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def add(self, time_ms: int, kind: DecisionKind, explanation: Explanation, **kw: Any) -> DecisionRecord:
+        with self._lock:
+            rec = DecisionRecord.of(next(self._ids), time_ms, kind, explanation, **kw)
+            self._items.append(rec)
+            return rec
+
+    def latest(self, limit: int = 100, kind: str | None = None) -> list[DecisionRecord]:
+        """Newest first."""
+        with self._lock:
+            items = [r for r in reversed(self._items) if kind is None or r.kind == kind]
+        return items[: max(limit, 0)]

@@ -1,0 +1,68 @@
+"""Pulsar's metadata-store layout (``placement-split-spec.md`` §b) plus loadmgr's own nodes.
+
+Bundle names (``tenant/ns/0x…_0x…``) are appended to a root as they are, so a bundle's node is
+``<root>/<tenant>/<ns>/<range>``; readers walk down to the nodes whose name is a bundle range.
+"""
+
+from __future__ import annotations
+
+import re
+
+BROKERS = "/loadbalance/brokers"
+LEADER = "/loadbalance/leader"
+BUNDLE_DATA = "/loadbalance/bundle-data"
+TIME_AVERAGE = "/loadbalance/broker-time-average"
+RESOURCE_QUOTA = "/loadbalance/resource-quota"
+# Pulsar's ResourceQuotaCache keeps per-bundle quotas under ``namespace/`` and the default beside it.
+RESOURCE_QUOTA_BUNDLES = RESOURCE_QUOTA + "/namespace"
+RESOURCE_QUOTA_DEFAULT = RESOURCE_QUOTA + "/default"
+LOCAL_POLICIES = "/admin/local-policies"
+OWNERSHIP = "/namespace"
+# loadmgr's own nodes: the leader's intent per bundle, the fencing epoch and the simulated workload.
+ASSIGNMENTS = "/loadmgr/assignments"
+LEADER_EPOCH = "/loadmgr/leader-epoch"
+WORKLOAD = "/loadmgr/workload"
+
+BASE_PATHS = (BROKERS, BUNDLE_DATA, TIME_AVERAGE, RESOURCE_QUOTA, LOCAL_POLICIES, OWNERSHIP, ASSIGNMENTS)
+
+RANGE_RE = re.compile(r"^0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}$")
+
+
+def is_range(name: str) -> bool:
+    return RANGE_RE.match(name) is not None
+
+
+def join(root: str, name: str) -> str:
+    return f"{root.rstrip('/')}/{name.strip('/')}"
+
+
+def broker_path(broker_id: str) -> str:
+    return join(BROKERS, broker_id)
+
+
+def time_average_path(broker_id: str) -> str:
+    return join(TIME_AVERAGE, broker_id)
+
+
+def bundle_data_path(bundle: str) -> str:
+    return join(BUNDLE_DATA, bundle)
+
+
+def quota_path(bundle: str) -> str:
+    return join(RESOURCE_QUOTA_BUNDLES, bundle)
+
+
+def policies_path(namespace: str) -> str:
+    return join(LOCAL_POLICIES, namespace)
+
+
+def ownership_path(bundle: str) -> str:
+    return join(OWNERSHIP, bundle)
+
+
+def assignment_path(bundle: str) -> str:
+    return join(ASSIGNMENTS, bundle)
+
+
+def parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
