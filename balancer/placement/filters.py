@@ -18,6 +18,9 @@ from balancer.models import LoadData
 from balancer.placement.context import DEFAULT_DOMAIN, PlacementContext, broker_host
 
 Filtered = tuple[list[str], Explanation]
+# An explanation lists at most this many removed brokers by name (a 1,000-broker cluster would
+# otherwise carry a thousand reasons per filter per bundle); the count is always complete.
+MAX_LISTED = 50
 
 
 class FilterAborted(Exception):
@@ -31,8 +34,12 @@ class FilterAborted(Exception):
 def _step(
     name: str, before: Sequence[str], after: Sequence[str], why: Mapping[str, str], **nums: Any
 ) -> Explanation:
-    removed = {b: why.get(b, "") for b in before if b not in set(after)}
-    msg = f"kept {len(after)} of {len(before)}" + (f", removed {len(removed)}" if removed else "")
+    kept = set(after)
+    gone = [b for b in before if b not in kept]
+    removed = {b: why.get(b, "") for b in gone[:MAX_LISTED]}
+    msg = f"kept {len(after)} of {len(before)}" + (f", removed {len(gone)}" if gone else "")
+    if len(gone) > MAX_LISTED:
+        nums["removed_not_listed"] = len(gone) - MAX_LISTED
     return explain(name, msg, before=len(before), after=len(after), removed=removed, **nums)
 
 
@@ -107,7 +114,11 @@ def max_topics_filter(
     candidates: Sequence[str], topic_counts: Mapping[str, int], max_topics: int
 ) -> Filtered:
     out = [b for b in candidates if topic_counts.get(b, 0) <= max_topics]
-    why = {b: f"{topic_counts.get(b, 0)} topics > {max_topics}" for b in candidates if b not in out}
+    why = {
+        b: f"{topic_counts.get(b, 0)} topics > {max_topics}"
+        for b in candidates
+        if topic_counts.get(b, 0) > max_topics
+    }
     if not out:
         # Pulsar keeps everybody rather than leave nobody to place on.
         return list(candidates), _step(
@@ -197,7 +208,11 @@ def even_distribution_filter(candidates: Sequence[str], counts: Mapping[str, int
         return [], _step("even_distribution", candidates, [], {})
     least = min(counts.get(b, 0) for b in candidates)
     out = [b for b in candidates if counts.get(b, 0) == least]
-    why = {b: f"holds {counts.get(b, 0)} bundles of the namespace > least {least}" for b in candidates}
+    why = {
+        b: f"holds {counts.get(b, 0)} bundles of the namespace > least {least}"
+        for b in candidates
+        if counts.get(b, 0) != least
+    }
     return out, _step("even_distribution", candidates, out, why, least=least)
 
 
@@ -268,5 +283,5 @@ def broker_version_filter(
         return [], _step("broker_version", candidates, [], {}), None
     latest = max(versions.values(), key=Version.key)
     out = [b for b in candidates if versions[b] == latest]
-    why = {b: f"version {versions[b]} older than {latest}" for b in candidates if b not in out}
+    why = {b: f"version {versions[b]} older than {latest}" for b in candidates if versions[b] != latest}
     return out, _step("broker_version", candidates, out, why, latest=str(latest)), latest

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from balancer.config import LoadBalancerConfig
 from balancer.explain import explain
-from balancer.models import BrokerData, BundleData, LoadData
+from balancer.models import BrokerData, BundleData, LoadData, ResourceWeights
 from balancer.placement.base import PlacementChoice, weighted_usage
 
 
@@ -21,11 +21,13 @@ class LeastLongTermMessageRate:
 
     name = "LeastLongTermMessageRate"
 
-    def score(self, data: BrokerData | None, config: LoadBalancerConfig) -> float:
+    def score(
+        self, data: BrokerData | None, config: LoadBalancerConfig, w: ResourceWeights | None = None
+    ) -> float:
         if data is None:
             # Pulsar would fail on a broker without load data; ranking it last keeps the others usable.
             return math.inf
-        if weighted_usage(data.local_data, config.weights()) > config.overload_threshold:
+        if weighted_usage(data.local_data, w or config.weights()) > config.overload_threshold:
             return math.inf
         total = 0.0
         for b in data.preallocated_bundle_data.values():
@@ -44,7 +46,8 @@ class LeastLongTermMessageRate:
     ) -> PlacementChoice:
         if not candidates:
             return PlacementChoice(None, explain("no_candidates", "no candidate broker", subject=bundle))
-        scores = {b: self.score(load.broker_data.get(b), config) for b in candidates}
+        w = config.weights()
+        scores = {b: self.score(load.broker_data.get(b), config, w) for b in candidates}
         least = min(scores.values())
         best = [b for b in candidates if scores[b] == least]
         chosen = best[0] if len(best) == 1 else rng.choice(best)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from balancer.config import LoadBalancerConfig
 from balancer.explain import explain
-from balancer.models import BundleData, LoadData
+from balancer.models import BundleData, LoadData, ResourceWeights
 from balancer.placement.base import PlacementChoice, weighted_usage
 
 
@@ -23,14 +23,16 @@ class LeastResourceUsageWithWeight:
     def __init__(self, history: Mapping[str, float] | None = None) -> None:
         self.history: dict[str, float] = dict(history or {})
 
-    def _smoothed(self, broker: str, load: LoadData, config: LoadBalancerConfig) -> float | None:
+    def _smoothed(
+        self, broker: str, load: LoadData, config: LoadBalancerConfig, weights: ResourceWeights
+    ) -> float | None:
         data = load.broker_data.get(broker)
         if data is None:
             return None
         local = data.local_data
         if not local.bundles or (local.msg_rate_in == 0 and local.msg_rate_out == 0):
             self.history.pop(broker, None)
-        w = weighted_usage(local, config.weights())
+        w = weighted_usage(local, weights)
         prev = self.history.get(broker)
         h_pct = config.loadBalancerHistoryResourcePercentage
         h = w if prev is None else prev * h_pct + (1 - h_pct) * w
@@ -49,8 +51,9 @@ class LeastResourceUsageWithWeight:
         if not candidates:
             return PlacementChoice(None, explain("no_candidates", "no candidate broker", subject=bundle))
         usages: dict[str, float] = {}
+        weights = config.weights()
         for b in candidates:
-            h = self._smoothed(b, load, config)
+            h = self._smoothed(b, load, config, weights)
             if h is not None:
                 usages[b] = h
         diff = config.loadBalancerAverageResourceUsageDifferenceThresholdPercentage / 100.0

@@ -39,14 +39,20 @@ class PipelineCache:
     def __init__(self, load: LoadData, config: LoadBalancerConfig, ctx: PlacementContext) -> None:
         self.load, self.config, self.ctx = load, config, ctx
         self.brokers = ctx.brokers(load)
-        self._policy: dict[tuple[str, bool], f.Filtered] = {}
+        self._policy: dict[tuple[int, bool], f.Filtered] = {}
+        self._policy_of: dict[str, int] = {}
         self._topics: dict[str, int] | None = None
         self._ns_counts: dict[str, dict[str, int]] | None = None
         self._aa_counts: dict[str, dict[str, int]] = {}
         self._usage: dict[str, float] = {}
 
     def policy_set(self, namespace: str, bundle: str) -> f.Filtered:
-        key = (namespace, bundle in self.ctx.non_persistent_bundles)
+        # P depends on the namespace only through the isolation policy that applies to it.
+        if namespace not in self._policy_of:
+            self._policy_of[namespace] = next(
+                (i for i, p in enumerate(self.ctx.isolation_policies) if p.applies_to(namespace)), -1
+            )
+        key = (self._policy_of[namespace], bundle in self.ctx.non_persistent_bundles)
         if key not in self._policy:
             self._policy[key] = f.namespace_policy_candidates(
                 namespace, bundle, self.brokers, self.load, self.ctx
