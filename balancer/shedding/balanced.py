@@ -31,7 +31,18 @@ from balancer.shedding.base import SheddingResult
 from balancer.shedding.selection import ResultBuilder, candidates, msg_rate, throughput
 
 CAPACITY_SMOOTHING = 0.3  # weight of the newest capacity sample
+# Traffic unit: one msg/s plus 10 KiB/s (per-message work dominates a broker's CPU for typical
+# messages). Fixed, not relative to the cluster's totals, so that capacity estimates stay
+# comparable across cycles when brokers join or traffic grows.
+BYTES_PER_UNIT = 10 * 1024.0
+SAME_HARDWARE = 0.15  # capacity estimates this close to the median are noise, not different hardware
 MIN_UTIL = 1.0  # below this (points) a broker's traffic says nothing about its capacity
+
+
+def _same_class(c: float, median: float) -> float:
+    """Snap an estimate within +-15% of the median to the median: background CPU and message-size
+    mix make equal brokers look slightly different, and balancing on that noise would skew traffic."""
+    return median if abs(c / median - 1) < SAME_HARDWARE else c
 
 
 @dataclass
@@ -82,19 +93,17 @@ class BalancedShedder:
             util[broker] = local.max_resource_usage_with_weight(weights, include_memory=False) * 100
             rates[broker] = local.msg_rate
             tps[broker] = local.msg_throughput
-        n = max(1, len(util))
-        rate_unit = max(sum(rates.values()) / n, 1e-9)
-        tp_unit = max(sum(tps.values()) / n, 1e-9)
+        rate_unit, tp_unit = 1.0, BYTES_PER_UNIT
         traffic = {b: rates[b] / rate_unit + tps[b] / tp_unit for b in util}
         for b, u in util.items():
             fresh = self.touched.get(b, -10) < self.calls - 1
-            if learn and fresh and u > MIN_UTIL and traffic[b] > 0.05:
+            if learn and fresh and u > MIN_UTIL and traffic[b] > 0:
                 sample = traffic[b] / u
                 old = self.capacity.get(b)
                 self.capacity[b] = sample if old is None else old + CAPACITY_SMOOTHING * (sample - old)
         known = [self.capacity[b] for b in util if b in self.capacity]
-        prior = statistics.median(known) if known else 2.0 / 50.0
-        capacity = {b: self.capacity.get(b, prior) for b in util}
+        prior = statistics.median(known) if known else 1000.0
+        capacity = {b: _same_class(self.capacity.get(b, prior), prior) for b in util}
         total_c = sum(capacity.values()) or 1.0
         target = sum(util[b] * capacity[b] for b in util) / total_c
         traffic_target = sum(traffic.values()) / total_c
@@ -116,7 +125,7 @@ class BalancedShedder:
         self._view, self._view_of, self.pending = v, load.broker_data, {}
         band = config.loadBalancerAvgShedderLowThreshold / 2
         fast = config.loadBalancerAvgShedderHighThreshold / 2
-        tol = band / 2
+        tol = band / 8
         over: list[str] = []
         under: list[str] = []
         triggered_over = triggered_under = False
@@ -187,7 +196,9 @@ class BalancedShedder:
         target - tol nor lifts the least utilised destination above target + tol."""
         if not sources or not dests:
             return
-        proj = dict(v.util)
+        # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
+        proj = {b: v.traffic[b] / v.capacity[b] for b in v.util}
+        target = v.traffic_target
         src_heap = [(-proj[s], s) for s in sources]
         dst_heap = [(proj[d], d) for d in dests]
         heapq.heapify(src_heap)
@@ -196,9 +207,9 @@ class BalancedShedder:
         while src_heap and dst_heap:
             _, s = heapq.heappop(src_heap)
             d = dst_heap[0][1]
-            room_s = proj[s] - (v.target - tol)
-            room_d = v.target + tol - proj[d]
-            if proj[s] <= v.target or room_d <= 0:
+            room_s = proj[s] - (target - tol)
+            room_d = target + tol - proj[d]
+            if proj[s] <= target or room_d <= 0:
                 if room_d <= 0:
                     heapq.heappop(dst_heap)
                     heapq.heappush(src_heap, (-proj[s], s))
@@ -233,7 +244,7 @@ class BalancedShedder:
                 sourceProjected=proj[s],
                 destination=d,
                 destinationProjected=proj[d],
-                target=v.target,
+                target=target,
             )
             out.destinations[bundle] = d
 
@@ -263,7 +274,7 @@ class BalancedShedder:
         v = self._view_for(load, config)
         lt = bundle_data.long_term_data
         w = v.weight(lt.msg_rate, lt.msg_throughput)
-        prior = statistics.median(v.capacity.values()) if v.capacity else 2.0 / 50.0
+        prior = statistics.median(v.capacity.values()) if v.capacity else 1000.0
         best, best_score = candidates[0], float("inf")
         for c in candidates:
             cap = v.capacity.get(c, prior)

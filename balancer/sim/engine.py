@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from balancer.config import LoadBalancerConfig
-from balancer.errors import InvalidInput
 from balancer.cycle import plan_shedding_cycle
+from balancer.errors import InvalidInput
 from balancer.loaddata import update_bundle_data
 from balancer.models import (
     BrokerData,
