@@ -16,6 +16,8 @@ from balancer.models import BundleData, LoadData, LocalBrokerData
 from balancer.shedding.base import SheddingResult
 
 Metric = Callable[[BundleData], float]
+# Every system namespace (pulsar/system, heartbeat, SLA monitor) starts with one of these.
+_SYSTEM_PREFIXES = ("pulsar/", "sla-monitor/")
 
 
 def throughput(data: BundleData) -> float:
@@ -57,20 +59,32 @@ def candidates(load: LoadData, local: LocalBrokerData, metric: Metric) -> Candid
     out = Candidates(ranked=[])
     bundle_data = load.bundle_data
     recent = load.recently_unloaded_bundles
+    by_rate = metric is msg_rate
     pairs: list[tuple[str, float]] = []
     for name in local.bundles:
         data = bundle_data.get(name)
         if data is None:
             out.no_data += 1
-        elif is_system_bundle(name):
+        # The prefix test keeps the namespace parsing off the path of ordinary bundles.
+        elif name.startswith(_SYSTEM_PREFIXES) and is_system_bundle(name):
             out.system += 1
         elif name in recent:
             out.recently_unloaded += 1
         else:
-            pairs.append((name, metric(data)))
-    pairs.sort(key=lambda p: (-p[1], p[0]))
+            st = data.short_term_data
+            if by_rate:
+                pairs.append((name, st.msg_rate_in + st.msg_rate_out))
+            elif metric is throughput:
+                pairs.append((name, st.msg_throughput_in + st.msg_throughput_out))
+            else:
+                pairs.append((name, metric(data)))
+    pairs.sort(key=_rank)
     out.ranked = pairs
     return out
+
+
+def _rank(p: tuple[str, float]) -> tuple[float, str]:
+    return (-p[1], p[0])
 
 
 def cover(ranked: list[tuple[str, float]], target: float) -> list[tuple[str, float, float]]:
