@@ -105,7 +105,7 @@ class BrokerAgent:
             start_timestamp=clock_ms(),
         )
         self._last_written: LocalBrokerData | None = None
-        self._owned: set[str] = set()
+        self._owned: frozenset[str] = frozenset()  # replaced, never mutated: read from other threads
         self._registered_session: int | None = None
         self._dirty = True
         self._stop = threading.Event()
@@ -128,7 +128,7 @@ class BrokerAgent:
             for bundle in sorted(self._owned):
                 with contextlib.suppress(Exception):
                     self.store.release(bundle)
-            self._owned.clear()
+            self._owned = frozenset()
 
     def owned(self) -> set[str]:
         return set(self._owned)
@@ -175,20 +175,23 @@ class BrokerAgent:
         owners = self.store.read_owners()
         session = self.store.session_id
         mine = {b for b, o in owners.items() if o.session_id == session}
+        changed = mine != self._owned
+        self._owned = frozenset(mine)
         for bundle in sorted(mine):
             a = assignments.get(bundle)
             if bundle not in live or a is None or a.value.broker != self.broker_id:
+                # Stop serving first, then let go of the node: never two brokers serving one bundle.
+                self._owned = self._owned - {bundle}
+                changed = True
                 if self.store.release(bundle):
                     log.info("agent %s released %s", self.broker_id, bundle)
-                mine.discard(bundle)
         for bundle, a in sorted(assignments.items()):
             wanted = a.value.broker == self.broker_id and bundle in live and bundle not in owners
             if wanted and self.store.acquire(bundle, self.broker_id, self.urls):
                 log.info("agent %s took %s", self.broker_id, bundle)
-                mine.add(bundle)
-        if mine != self._owned:
-            self._owned = mine
-            self._dirty = True
+                self._owned = self._owned | {bundle}
+                changed = True
+        self._dirty = self._dirty or changed
 
     def _report(self) -> None:
         now = self._clock_ms()

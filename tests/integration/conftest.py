@@ -1,0 +1,201 @@
+"""Helpers for the live-runtime tests: fast config, agents and services on a test's chroot."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from balancer.bundles import split_bundle_name
+from balancer.config import LoadBalancerConfig
+from service import zkpaths as P
+from service.agent import BrokerAgent, SimulatedSource
+from service.runtime import LoadManagerService
+from service.settings import Settings
+from service.store import Assignment, ZkStore
+from service.workload import Scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT_SESSION_S = 4.0
+SERVICE_SESSION_S = 4.0
+
+FAST = {
+    "loadBalancerSheddingIntervalMinutes": 0.05,  # 3 s
+    "loadBalancerResourceQuotaUpdateIntervalMinutes": 0.05,
+    "loadBalancerReportUpdateMinIntervalMillis": 500,
+    "loadBalancerBundleUnloadMinThroughputThreshold": 0.01,
+    "loadBalancerSheddingGracePeriodMinutes": 10.0,
+    "loadBalancerAutoBundleSplitEnabled": False,
+}
+
+
+def fast_config(**overrides: Any) -> LoadBalancerConfig:
+    return LoadBalancerConfig.from_dict({**FAST, **overrides})
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, interval: float = 0.1, what: str = "") -> float:
+    """Poll until ``pred()``; returns the seconds it took, fails the test at the deadline."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        with contextlib.suppress(Exception):
+            if pred():
+                return time.monotonic() - start
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or pred}")
+
+
+class Cluster:
+    """Agents and services of one test, all on one ZooKeeper chroot; everything is stopped after."""
+
+    def __init__(self, hosts: str) -> None:
+        self.hosts = hosts
+        self.admin = ZkStore(hosts, session_timeout_s=10)
+        self.admin.start()
+        self.agents: dict[str, BrokerAgent] = {}
+        self.services: list[LoadManagerService] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def scenario(self, scenario: Scenario) -> None:
+        self.admin.write_workload(scenario.model_dump(mode="json"))
+        for ns, n in scenario.namespaces.items():
+            self.admin.create_namespace(ns, n)
+
+    def assign_all(self, broker: str) -> None:
+        for got in self.admin.read_layouts().values():
+            for b in got.value.bundle_names:
+                doc = ZkStore.assignment_doc(Assignment(broker, None, "test setup", 0))
+                self.admin.put_json(P.assignment_path(b), doc)
+
+    def agent(self, broker_id: str, config: LoadBalancerConfig) -> BrokerAgent:
+        store = ZkStore(self.hosts, session_timeout_s=AGENT_SESSION_S)
+        store.start()
+        source = SimulatedSource(lambda: _scenario(store))
+        a = BrokerAgent(store, broker_id, config, source, ownership_poll_s=0.3, report_interval_s=0.5)
+        a.start()
+        self.agents[broker_id] = a
+        return a
+
+    def agent_process(self, broker_id: str) -> subprocess.Popen[bytes]:
+        """A real ``loadmgr agent`` process, to be killed with SIGKILL."""
+        env = {**os.environ, **{f"LOADMGR_{k}": str(v) for k, v in FAST.items()}}
+        cmd = [
+            sys.executable,
+            "-m",
+            "service.cli",
+            "agent",
+            "--broker-id",
+            broker_id,
+            "--zk",
+            self.hosts,
+            "--chroot",
+            "",
+            "--session-timeout",
+            str(AGENT_SESSION_S),
+            "--ownership-poll",
+            "0.3",
+            "--report-interval",
+            "0.5",
+        ]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(proc)
+        return proc
+
+    def service(self, instance_id: str, config: LoadBalancerConfig, **kw: Any) -> LoadManagerService:
+        settings = Settings(
+            zk_hosts=self.hosts,
+            zk_chroot="",
+            zk_session_timeout_s=SERVICE_SESSION_S,
+            instance_id=instance_id,
+            http_port=int(instance_id.rsplit(":", 1)[1]),
+        )
+        svc = LoadManagerService(settings, config, seed=1, **kw)
+        svc.start()
+        self.services.append(svc)
+        return svc
+
+    def owners(self) -> dict[str, str]:
+        return {b: o.broker for b, o in self.admin.read_owners().items()}
+
+    def bundles(self) -> set[str]:
+        return {b for got in self.admin.read_layouts().values() for b in got.value.bundle_names}
+
+    def close(self) -> None:
+        for svc in self.services:
+            with contextlib.suppress(Exception):
+                svc.stop()
+        for a in self.agents.values():
+            with contextlib.suppress(Exception):
+                a.stop(release=False)
+                a.store.stop()
+        for p in self.procs:
+            with contextlib.suppress(Exception):
+                p.send_signal(signal.SIGKILL)
+                p.wait(timeout=5)
+        self.admin.stop()
+
+
+def _scenario(store: ZkStore) -> Scenario | None:
+    doc = store.read_workload()
+    return None if doc is None else Scenario.parse(doc)
+
+
+@pytest.fixture
+def cluster(zk_chroot_hosts: str) -> Iterator[Cluster]:
+    c = Cluster(zk_chroot_hosts)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+class OwnershipChecker(threading.Thread):
+    """Watches ownership all through a test: no bundle may be served by two brokers at once.
+
+    It samples both what ZooKeeper says (ownership nodes of one namespace must not overlap) and
+    what each agent believes it serves (the agents' sets must be disjoint).
+    """
+
+    def __init__(self, cluster: Cluster, period_s: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.cluster = cluster
+        self.period_s = period_s
+        self.violations: list[str] = []
+        self.samples = 0
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            with contextlib.suppress(Exception):
+                self._check()
+                self.samples += 1
+            time.sleep(self.period_s)
+
+    def _check(self) -> None:
+        seen: dict[str, str] = {}
+        for broker, agent in list(self.cluster.agents.items()):
+            for b in agent.owned():
+                if b in seen:
+                    self.violations.append(f"{b} served by {seen[b]} and {broker}")
+                seen[b] = broker
+        per_ns: dict[str, list[tuple[int, int, str]]] = {}
+        for b in self.cluster.owners():
+            ns, rng = split_bundle_name(b)
+            per_ns.setdefault(ns, []).append((rng.lower, rng.upper, b))
+        for ranges in per_ns.values():
+            ranges.sort()
+            for (_, up, b1), (lo, _, b2) in zip(ranges, ranges[1:], strict=False):
+                if lo < up:
+                    self.violations.append(f"overlapping owned bundles {b1} and {b2}")
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)
