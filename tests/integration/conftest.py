@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import subprocess
@@ -192,7 +193,7 @@ class OwnershipChecker(threading.Thread):
             per_ns.setdefault(ns, []).append((rng.lower, rng.upper, b))
         for ranges in per_ns.values():
             ranges.sort()
-            for (_, up, b1), (lo, _, b2) in zip(ranges, ranges[1:], strict=False):
+            for (_, up, b1), (lo, _, b2) in itertools.pairwise(ranges):
                 if lo < up:
                     self.violations.append(f"overlapping owned bundles {b1} and {b2}")
 
