@@ -85,6 +85,9 @@ def test_never_unloads_foreign_recent_system_or_protected_bundles(
             if name in PROTECTS_SOLE_BUNDLE:
                 assert len(owned) > 1, f"{name} unloaded the only bundle of {source}"
         assert len(result.decisions) == result.count
+        assert [d.subject for d in result.decisions] == [b for _, b in result.bundles()]
+        # Every broker considered is explained, and nothing else is.
+        assert set(result.brokers) == set(load.broker_data)
         for bundle_name, dest in result.destinations.items():
             assert bundle_name in seen and dest in load.broker_data
             assert bundle_name not in load.broker_data[dest].local_data.bundles
