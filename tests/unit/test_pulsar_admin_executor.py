@@ -1,0 +1,150 @@
+"""The Pulsar admin executor sends exactly the requests Pulsar's admin API expects, checked by a
+local HTTP server: PUT .../{bundle}/unload?destinationBroker=... and PUT .../{bundle}/split?unload=
+...&splitAlgorithmName=... with the boundaries as a JSON list of longs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from service.errors import ExecutorError
+from service.executor import PulsarAdminExecutor
+from service.pulsar_source import PulsarBrokerSource, sum_topics_per_bundle
+
+
+class Recorder(ThreadingHTTPServer):
+    requests: list[dict[str, Any]]
+    status: int = 204
+    reply: bytes = b""
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: Recorder
+
+    def _record(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        url = urlsplit(self.path)
+        self.server.requests.append(
+            {
+                "method": self.command,
+                "path": url.path,
+                "query": parse_qs(url.query),
+                "body": self.rfile.read(length),
+                "headers": dict(self.headers),
+            }
+        )
+        self.send_response(self.server.status)
+        self.send_header("Content-Length", str(len(self.server.reply)))
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(self.server.reply)
+
+    do_PUT = do_GET = _record
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[Recorder]:
+    srv = Recorder(("127.0.0.1", 0), Handler)
+    srv.requests = []
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def url(srv: Recorder) -> str:
+    return f"http://127.0.0.1:{srv.server_address[1]}"
+
+
+def test_unload_to_a_destination(server: Recorder) -> None:
+    ex = PulsarAdminExecutor(url(server), token="s3cret")
+    ex.unload("public/default/0x00000000_0x40000000", "b1:8080", "b2:8080")
+    (req,) = server.requests
+    assert req["method"] == "PUT"
+    assert req["path"] == "/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload"
+    assert req["query"] == {"destinationBroker": ["b2:8080"]}
+    assert req["body"] == b""
+    assert req["headers"]["Authorization"] == "Bearer s3cret"
+
+
+def test_unload_without_destination_lets_pulsar_place(server: Recorder) -> None:
+    PulsarAdminExecutor(url(server)).unload("t/ns/0x80000000_0xffffffff", "b1:8080", None)
+    (req,) = server.requests
+    assert req["path"] == "/admin/v2/namespaces/t/ns/0x80000000_0xffffffff/unload"
+    assert req["query"] == {}
+    assert "Authorization" not in req["headers"]
+
+
+def test_split_with_algorithm_and_positions(server: Recorder) -> None:
+    ex = PulsarAdminExecutor(url(server))
+    ex.split(
+        "public/default/0x00000000_0x40000000",
+        "specified_positions_divide",
+        [0x10000000, 0x20000000],
+        unload=True,
+    )
+    (req,) = server.requests
+    assert req["path"] == "/admin/v2/namespaces/public/default/0x00000000_0x40000000/split"
+    assert req["query"] == {"unload": ["true"], "splitAlgorithmName": ["specified_positions_divide"]}
+    assert json.loads(req["body"]) == [268435456, 536870912]
+    assert req["headers"]["Content-Type"] == "application/json"
+
+
+def test_split_with_the_brokers_default_algorithm(server: Recorder) -> None:
+    PulsarAdminExecutor(url(server)).split("public/default/0x00000000_0x40000000", None, None)
+    (req,) = server.requests
+    assert req["query"] == {"unload": ["false"]}
+    assert req["body"] == b""
+
+
+def test_v1_namespace_uses_the_unversioned_resource(server: Recorder) -> None:
+    PulsarAdminExecutor(url(server)).unload("prop/us-west/ns/0x00000000_0xffffffff", None, None)
+    assert server.requests[0]["path"] == "/admin/namespaces/prop/us-west/ns/0x00000000_0xffffffff/unload"
+
+
+def test_refusal_is_an_executor_error_with_the_status(server: Recorder) -> None:
+    server.status = 412
+    server.reply = b'{"reason":"bundle not owned"}'
+    with pytest.raises(ExecutorError) as e:
+        PulsarAdminExecutor(url(server)).unload("public/default/0x00000000_0x40000000", None, "b2:8080")
+    assert e.value.status == 412 and "bundle not owned" in str(e.value)
+
+
+def test_broker_stats_topics_are_summed_per_bundle(server: Recorder) -> None:
+    doc = {
+        "public/default": {
+            "0x00000000_0x40000000": {
+                "persistent": {
+                    "persistent://public/default/a": {
+                        "msgRateIn": 10.0,
+                        "msgRateOut": 20.0,
+                        "msgThroughputIn": 1000.0,
+                        "msgThroughputOut": 2000.0,
+                        "producerCount": 2,
+                        "subscriptions": {"s": {"consumers": [{}, {}, {}]}},
+                    },
+                    "persistent://public/default/b": {"msgRateIn": 5.0, "publishers": [{}]},
+                },
+                "non-persistent": {"non-persistent://public/default/c": {"msgRateOut": 1.5}},
+            }
+        }
+    }
+    server.reply = json.dumps(doc).encode()
+    server.status = 200
+    stats = PulsarBrokerSource(url(server)).bundle_stats((), 0)
+    assert server.requests[0]["path"] == "/admin/v2/broker-stats/topics"
+    s = stats["public/default/0x00000000_0x40000000"]
+    assert (s.msg_rate_in, s.msg_rate_out) == (15.0, 21.5)
+    assert (s.msg_throughput_in, s.msg_throughput_out) == (1000.0, 2000.0)
+    assert (s.topics, s.producer_count, s.consumer_count) == (3, 3, 3)
+    assert sum_topics_per_bundle({"ns/x": "junk"}) == {}
