@@ -1,0 +1,55 @@
+"""``loadmgr demo`` (what ``make run`` starts): a skewed simulated cluster balancing itself, live."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("demo", help="Embedded ZooKeeper + leader (REST) + simulated brokers, starting skewed")
+    p.add_argument("--brokers", type=int, default=4, help="Simulated brokers (default 4)")
+    p.add_argument("--bundles", type=int, default=16, help="Bundles of the demo namespace (default 16)")
+    p.add_argument("--port", type=int, default=8080, help="REST port (a free one if taken; 0 = any)")
+    p.add_argument("--shed-interval", type=float, default=5.0, help="Seconds between shedding cycles")
+    p.add_argument("--strategy", default="ThresholdShedder", help="Shedding strategy")
+    p.add_argument("--token", default=None, help="Require this bearer token for mutations")
+    p.add_argument(
+        "--duration", type=float, default=None, help="Stop after this many seconds (default: Ctrl-C)"
+    )
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from service.demo import Demo, DemoOptions
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    opts = DemoOptions(
+        brokers=args.brokers,
+        bundles=args.bundles,
+        port=args.port,
+        shed_interval_s=args.shed_interval,
+        seed=args.seed,
+        token=args.token,
+        strategy=args.strategy,
+    )
+    if opts.brokers < 2 or opts.bundles < opts.brokers:
+        print("loadmgr: the demo needs at least 2 brokers and as many bundles as brokers")
+        return 2
+    demo = Demo(opts)
+
+    def _terminate(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        demo.start()
+        demo.run(args.duration)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        demo.stop()
+    return 0

@@ -1,0 +1,278 @@
+"""``loadmgr demo``: a whole cluster in one process, starting skewed and balancing itself.
+
+An embedded ZooKeeper, one load-manager leader serving REST and /metrics, and several simulated
+broker agents. Every bundle is first placed on the first broker (the only one alive when the
+namespace is created); then the other brokers join and the leader's shedding cycles, every few
+seconds, move bundles until the brokers' loads are even. The console shows a table of broker loads
+and every decision with its reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from balancer.config import LoadBalancerConfig
+from service.metrics import PrometheusMetrics
+from service.settings import Settings
+
+NAMESPACE = "public/default"
+
+
+@dataclass
+class DemoOptions:
+    brokers: int = 4
+    bundles: int = 16
+    port: int = 8080
+    shed_interval_s: float = 5.0
+    seed: int = 7
+    token: str | None = None
+    strategy: str = "ThresholdShedder"
+    placement: str = "LeastResourceUsageWithWeight"
+    msg_rate_per_bundle: float = 4000.0
+    # "balanced": the busiest broker's CPU is within this many percentage points of the idlest
+    balanced_cpu_spread: float = 15.0
+
+
+def free_port(preferred: int) -> int:
+    """``preferred`` if it can be bound on loopback, else any free port (0 always means any)."""
+    for port in (preferred, 0) if preferred else (0,):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise OSError("no free port")
+
+
+def demo_config(opts: DemoOptions) -> LoadBalancerConfig:
+    """Pulsar's defaults with the clock sped up so a demo converges in about a minute."""
+    return LoadBalancerConfig.from_dict(
+        {
+            "loadBalancerLoadSheddingStrategy": opts.strategy,
+            "loadBalancerLoadPlacementStrategy": opts.placement,
+            "loadBalancerSheddingIntervalMinutes": opts.shed_interval_s / 60,
+            "loadBalancerSheddingGracePeriodMinutes": 0.5,
+            "loadBalancerResourceQuotaUpdateIntervalMinutes": 0.25,
+            "loadBalancerReportUpdateMinIntervalMillis": 1000,
+            "loadBalancerHistoryResourcePercentage": 0.5,
+            "loadBalancerAutoBundleSplitEnabled": False,
+            # the simulated brokers move a few MB/s, far below Pulsar's 10 MB/s floor for shedding
+            "loadBalancerBundleUnloadMinThroughputThreshold": 1.0,
+        }
+    )
+
+
+class Demo:
+    """Start with :meth:`start`, watch with :meth:`run`, always finish with :meth:`stop`."""
+
+    def __init__(self, opts: DemoOptions | None = None, out: TextIO | None = None) -> None:
+        self.opts = opts or DemoOptions()
+        self.out = out or sys.stdout
+        self.url = ""
+        self.service: Any = None
+        self.metrics = PrometheusMetrics(cluster="demo")
+        self.agents: list[Any] = []
+        self.broker_ids = [f"broker-{i + 1}:{8081 + i}" for i in range(self.opts.brokers)]
+        self.started_at = 0.0
+        self.skewed_at_start: dict[str, int] = {}
+        self.balanced_after_s: float | None = None
+        self._zk: Any = None
+        self._server: Any = None
+        self._server_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._seen_decision = 0
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        from service.runtime import LoadManagerService
+        from service.zk_launcher import EmbeddedZooKeeper
+
+        self._say("starting ZooKeeper ...")
+        self._zk = EmbeddedZooKeeper()
+        self._zk.start()
+        port = free_port(self.opts.port)
+        settings = Settings(
+            zk_hosts=self._zk.hosts,
+            http_host="127.0.0.1",
+            http_port=port,
+            instance_id=f"leader-{port}",
+            api_token=self.opts.token,
+            history_enabled=False,
+            zk_session_timeout_s=6.0,
+        )
+        self.service = LoadManagerService(
+            settings, demo_config(self.opts), metrics=self.metrics, seed=self.opts.seed
+        )
+        self.service.start()
+        if not self.service.wait_until(self.service.is_leader, 20):
+            raise RuntimeError("the demo's load manager did not become leader")
+        self._start_http(settings)
+        self._say(
+            f"load manager leading; REST API at {self.url} (docs {self.url}/docs, metrics {self.url}/metrics)"
+        )
+        self.service.create_namespace(NAMESPACE, self.opts.bundles)
+        self._start_agent(self.broker_ids[0])
+        self.service.wait_until(lambda: self._owned_count(self.broker_ids[0]) == self.opts.bundles, 30)
+        self.skewed_at_start = self.ownership_counts()
+        self._say(
+            f"all {self.opts.bundles} bundles of {NAMESPACE} start on {self.broker_ids[0]}; "
+            f"starting {len(self.broker_ids) - 1} more brokers"
+        )
+        for broker in self.broker_ids[1:]:
+            self._start_agent(broker)
+        self.started_at = time.monotonic()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._server_thread is not None:
+            self._server_thread.join(timeout=10)
+        for agent in self.agents:
+            with contextlib.suppress(Exception):
+                agent.stop(release=False)
+            with contextlib.suppress(Exception):
+                agent.store.stop()
+        self.agents.clear()
+        if self.service is not None:
+            with contextlib.suppress(Exception):
+                self.service.stop()
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk = None
+        self._say("demo stopped: HTTP server, agents, load manager and ZooKeeper are down")
+
+    def _start_http(self, settings: Settings) -> None:
+        import uvicorn
+
+        from service.api import create_app
+
+        app = create_app(self.service, settings, self.metrics.registry)
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host=settings.http_host,
+                port=settings.http_port,
+                log_level="warning",
+                lifespan="off",
+                access_log=False,
+            )
+        )
+        self._server_thread = threading.Thread(target=self._server.run, name="demo-http", daemon=True)
+        self._server_thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not self._server.started:
+            raise RuntimeError("the demo's HTTP server did not start")
+        self.url = f"http://{settings.http_host}:{settings.http_port}"
+
+    def _start_agent(self, broker_id: str) -> None:
+        from service.agent import BrokerAgent, SimulatedSource
+        from service.store import ZkStore
+        from service.workload import skewed_scenario
+
+        scenario = skewed_scenario(
+            NAMESPACE, self.opts.bundles, self.opts.seed, msg_rate=self.opts.msg_rate_per_bundle
+        )
+        store = ZkStore(self._zk.hosts, "", 6.0)
+        store.start()
+        agent = BrokerAgent(
+            store,
+            broker_id,
+            self.service.config,
+            SimulatedSource(lambda: scenario),
+            ownership_poll_s=0.5,
+            report_interval_s=1.0,
+        )
+        agent.start()
+        self.agents.append(agent)
+
+    # ---- watching -------------------------------------------------------------------------------
+    def ownership_counts(self) -> dict[str, int]:
+        view = self.service.view()
+        counts = dict.fromkeys(self.broker_ids, 0)
+        for owner in view.owners.values():
+            counts[owner] = counts.get(owner, 0) + 1
+        return counts
+
+    def _owned_count(self, broker: str) -> int:
+        return self.ownership_counts().get(broker, 0)
+
+    def cpu_spread(self) -> float | None:
+        brokers = self.service.view().brokers
+        if len(brokers) < len(self.broker_ids):
+            return None
+        cpus = [d.cpu.percent_usage() for d in brokers.values()]
+        return max(cpus) - min(cpus)
+
+    def is_balanced(self) -> bool:
+        spread = self.cpu_spread()
+        counts = self.ownership_counts()
+        return spread is not None and spread <= self.opts.balanced_cpu_spread and min(counts.values()) > 0
+
+    def wait_balanced(self, timeout_s: float) -> bool:
+        ok = self.service.wait_until(self.is_balanced, timeout_s)
+        if ok and self.balanced_after_s is None:
+            self.balanced_after_s = time.monotonic() - self.started_at
+        return ok
+
+    def table(self) -> str:
+        view = self.service.view()
+        counts = self.ownership_counts()
+        lines = [f"{'broker':<14} {'cpu%':>6} {'nic-in%':>8} {'msg/s':>9} {'MB/s':>7} {'bundles':>7}"]
+        for broker in self.broker_ids:
+            d = view.brokers.get(broker)
+            if d is None:
+                lines.append(f"{broker:<14} {'(down)':>6}")
+                continue
+            lines.append(
+                f"{broker:<14} {d.cpu.percent_usage():6.1f} {d.bandwidth_in.percent_usage():8.1f} "
+                f"{d.msg_rate_in + d.msg_rate_out:9.0f} {d.msg_throughput / 1e6:7.2f} "
+                f"{counts.get(broker, 0):7d}"
+            )
+        spread = self.cpu_spread()
+        state = "balanced" if self.is_balanced() else "skewed"
+        lines.append(
+            f"cpu spread {spread:.1f} points -> {state}" if spread is not None else "waiting for reports"
+        )
+        return "\n".join(lines)
+
+    def new_decisions(self) -> list[str]:
+        fresh = [d for d in reversed(self.service.decisions(limit=200)) if d.id > self._seen_decision]
+        if fresh:
+            self._seen_decision = fresh[-1].id
+        out = []
+        for d in fresh:
+            e = d.explanation
+            move = f" {d.source} -> {d.destination}" if d.source or d.destination else ""
+            out.append(f"{d.kind}: {d.bundle}{move}  [{e.get('reason', '')}] {e.get('message', '')}")
+        return out
+
+    def run(self, duration_s: float | None = None, refresh_s: float | None = None) -> None:
+        """Print the table and each decision until ``duration_s`` elapses or :meth:`stop`/Ctrl-C."""
+        if refresh_s is None:  # a terminal gets a livelier table than a log file
+            refresh_s = 3.0 if self.out.isatty() else 10.0
+        end = None if duration_s is None else time.monotonic() + duration_s
+        next_table = 0.0
+        while not self._stop.is_set() and (end is None or time.monotonic() < end):
+            for line in self.new_decisions():
+                self._say(line)
+            if self.balanced_after_s is None and self.is_balanced():
+                self.balanced_after_s = time.monotonic() - self.started_at
+                self._say(f"*** balanced after {self.balanced_after_s:.0f} s ***")
+            if time.monotonic() >= next_table:
+                self._say("\n" + self.table())
+                next_table = time.monotonic() + refresh_s
+            self._stop.wait(0.5)
+
+    def _say(self, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(text if text.startswith("\n") else f"{stamp} {text}", file=self.out, flush=True)
