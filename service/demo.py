@@ -210,7 +210,7 @@ class Demo:
         brokers = self.service.view().brokers
         if len(brokers) < len(self.broker_ids):
             return None
-        cpus = [d.cpu.percent_usage() for d in brokers.values()]
+        cpus = [float(d.cpu.percent_usage()) for d in brokers.values()]
         return max(cpus) - min(cpus)
 
     def is_balanced(self) -> bool:
@@ -219,7 +219,7 @@ class Demo:
         return spread is not None and spread <= self.opts.balanced_cpu_spread and min(counts.values()) > 0
 
     def wait_balanced(self, timeout_s: float) -> bool:
-        ok = self.service.wait_until(self.is_balanced, timeout_s)
+        ok = bool(self.service.wait_until(self.is_balanced, timeout_s))
         if ok and self.balanced_after_s is None:
             self.balanced_after_s = time.monotonic() - self.started_at
         return ok
