@@ -26,10 +26,16 @@ def register(sub: Any) -> None:
     p.add_argument("--chroot", default=None, help="ZooKeeper chroot (default LOADMGR_ZK_CHROOT)")
     p.add_argument("--session-timeout", type=float, default=None, help="ZooKeeper session timeout, seconds")
     p.add_argument("--source", choices=("simulated", "pulsar"), default="simulated")
-    p.add_argument("--workload", type=Path, help="Scenario JSON; published to /loadmgr/workload for all agents")
-    p.add_argument("--pulsar-url", help="The broker's web service URL (pulsar source); default http://<broker-id>")
+    p.add_argument(
+        "--workload", type=Path, help="Scenario JSON; published to /loadmgr/workload for all agents"
+    )
+    p.add_argument(
+        "--pulsar-url", help="The broker's web service URL (pulsar source); default http://<broker-id>"
+    )
     p.add_argument("--pulsar-token", default=os.environ.get("LOADMGR_PULSAR_TOKEN"), help="Admin API token")
-    p.add_argument("--report-interval", type=float, help="Seconds between report checks (default from config)")
+    p.add_argument(
+        "--report-interval", type=float, help="Seconds between report checks (default from config)"
+    )
     p.add_argument("--ownership-poll", type=float, default=1.0, help="Seconds between ownership checks")
     p.add_argument("--broker-conf", type=Path, help="A Pulsar broker.conf to read load-balancer keys from")
     p.set_defaults(func=run)
