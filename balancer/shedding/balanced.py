@@ -35,6 +35,7 @@ CAPACITY_SMOOTHING = 0.3  # weight of the newest capacity sample
 # messages). Fixed, not relative to the cluster's totals, so that capacity estimates stay
 # comparable across cycles when brokers join or traffic grows.
 BYTES_PER_UNIT = 10 * 1024.0
+OUTLIER = 0.25  # a capacity sample this far from the estimate is held back as a possible spike
 SAME_HARDWARE = 0.15  # capacity estimates this close to the median are noise, not different hardware
 MIN_UTIL = 1.0  # below this (points) a broker's traffic says nothing about its capacity
 
@@ -70,6 +71,7 @@ class BalancedShedder:
     def __init__(self) -> None:
         self.hits: dict[str, int] = {}  # consecutive out-of-band calls, signed: + over, - under
         self.capacity: dict[str, float] = {}
+        self.outliers: dict[str, int] = {}  # consecutive capacity samples that disagree with the estimate
         self.touched: dict[str, int] = {}  # broker -> call whose moves (or placements) changed it
         self.calls = 0
         self.plans: dict[str, str] = {}
@@ -78,7 +80,7 @@ class BalancedShedder:
         self._view_of: object = None
 
     def on_active_brokers_change(self, active: set[str]) -> None:
-        for d in (self.hits, self.capacity, self.touched, self.pending):
+        for d in (self.hits, self.capacity, self.outliers, self.touched, self.pending):
             for broker in [b for b in d if b not in active]:
                 del d[broker]
 
@@ -100,6 +102,14 @@ class BalancedShedder:
             if learn and fresh and u > MIN_UTIL and traffic[b] > 0:
                 sample = traffic[b] / u
                 old = self.capacity.get(b)
+                if old is not None and abs(sample / old - 1) > OUTLIER:
+                    # Another process's CPU spike looks like a capacity drop; believe it only
+                    # once it has lasted as long as the slow trigger needs.
+                    self.outliers[b] = self.outliers.get(b, 0) + 1
+                    if self.outliers[b] < config.loadBalancerAvgShedderHitCountLowThreshold:
+                        continue
+                    old = None
+                self.outliers.pop(b, None)
                 self.capacity[b] = sample if old is None else old + CAPACITY_SMOOTHING * (sample - old)
         known = [self.capacity[b] for b in util if b in self.capacity]
         prior = statistics.median(known) if known else 1000.0

@@ -1,0 +1,204 @@
+"""Balancing quality: every scenario against every strategy pair, in one run.
+
+    .venv/bin/python bench/quality.py [--seed 1] [--jobs 2] [--only SCENARIO ...]
+
+Writes the table into the ``## Balancing quality`` section of BENCHMARKS.md and one PNG per
+scenario (broker utilisation min/mean/max over time, one panel per strategy) under bench/results/.
+The large_cluster scenario runs its ``bench_cycles`` (fewer cycles) to keep the run short.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from balancer.sim.engine import PAIRS, simulate  # noqa: E402
+from balancer.sim.metrics import quality  # noqa: E402
+from balancer.sim.scenarios import load_scenario, scenario_names  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+BENCH = ROOT / "BENCHMARKS.md"
+OURS, BASE = "BalancedShedder", "AvgShedder"
+# Lower is better for every metric but these (none at present); None / n/a counts as worst.
+METRICS = [
+    ("cycles_to_balanced", "cycles to balanced"),
+    ("minutes_to_balanced", "min"),
+    ("final_rate_ratio", "rate max/min"),
+    ("final_tp_ratio", "tp max/min"),
+    ("final_cpu_range", "CPU range"),
+    ("unloads", "unloads"),
+    ("moved_rate", "moved msg/s"),
+    ("moved_vs_lower_bound", "moved/LB"),
+    ("uphill_moves", "uphill"),
+    ("jitter_unloads", "jitter unloads"),
+]
+
+
+def run_cell(job: tuple[str, str, int]) -> dict[str, Any]:
+    name, label, seed = job
+    s = load_scenario(name)
+    if s.bench_cycles:
+        s.cycles = int(s.bench_cycles)
+    pair = PAIRS[label]
+    t0 = time.perf_counter()
+    r = simulate(s, pair, seed)
+    base = simulate(s, pair, seed, with_jitter=False) if any(e.get("jitter") for e in s.events) else None
+    q = quality(r, base)
+    return {
+        "scenario": name,
+        "strategy": label,
+        "seconds": time.perf_counter() - t0,
+        "q": q,
+        "series": [(min(c.util), sum(c.util) / len(c.util), max(c.util)) for c in r.cycles],
+    }
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "∞"
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.2f}"
+    return str(v)
+
+
+def key(v: Any) -> float:
+    return math.inf if v is None else float(v)
+
+
+def compare(ours: Any, base: Any) -> int:
+    """-1 ours better, 0 equal, 1 worse (lower is better; None is worst)."""
+    a, b = key(ours), key(base)
+    if isinstance(ours, float) or isinstance(base, float):
+        if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or a == b:
+            return 0
+    return -1 if a < b else (1 if a > b else 0)
+
+
+def plot(name: str, cells: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(cells), figsize=(4 * len(cells), 3.2), sharey=True)
+    for ax, c in zip(axes, cells, strict=True):
+        xs = range(len(c["series"]))
+        lo = [p[0] for p in c["series"]]
+        mean = [p[1] for p in c["series"]]
+        hi = [p[2] for p in c["series"]]
+        ax.fill_between(xs, lo, hi, alpha=0.3, label="min..max")
+        ax.plot(xs, mean, label="mean")
+        ax.set_title(c["strategy"], fontsize=9)
+        ax.set_xlabel("cycle (minutes)")
+    axes[0].set_ylabel("broker utilisation, %")
+    axes[0].legend(fontsize=7)
+    fig.suptitle(name, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{name}.png", dpi=80)
+    plt.close(fig)
+
+
+def render(cells: list[dict[str, Any]], seed: int, wall: float) -> str:
+    by = {(c["scenario"], c["strategy"]): c for c in cells}
+    scenarios = sorted({c["scenario"] for c in cells}, key=lambda n: scenario_names().index(n))
+    lines = [
+        "## Balancing quality",
+        "",
+        f"Produced by `.venv/bin/python bench/quality.py --seed {seed}` in one run ({wall:.0f} s wall,"
+        " 2-core machine). Simulator: `balancer/sim/` (one cycle = one shedding interval of 1 minute;"
+        " reports lag one interval; grace period 30 min). Metric definitions: `balancer/sim/metrics.py`."
+        " Rates and throughputs are normalised by broker capacity (1.0 = standard broker); *balanced* means"
+        " max/min normalised msg rate <= 1.25; *cycles to balanced* counts shedding cycles from the"
+        " scenario's disturbance, its own included (— = never); *uphill* = moves from a less to a more"
+        " utilised broker; *jitter unloads* = unloads beyond those of the same run without the jitter"
+        " events (— = scenario has none). AvgShedder runs with `maxUnloadPercentage=0.5` (PIP-364's"
+        " recommendation); the other Pulsar pairs with Pulsar's defaults. `large_cluster` (1,000 brokers,"
+        " 100,000 bundles) runs 8 cycles instead of 12 to keep the whole run near 15 minutes.",
+        "",
+        "| scenario | strategy | " + " | ".join(h for _, h in METRICS) + " |",
+        "|---|---|" + "---|" * len(METRICS),
+    ]
+    better_total = worse_total = 0
+    verdicts = []
+    for name in scenarios:
+        for label in PAIRS:
+            c = by.get((name, label))
+            if c is None:
+                continue
+            q = c["q"]
+            row = [fmt(getattr(q, k)) for k, _ in METRICS]
+            lines.append(f"| {name} | {label} | " + " | ".join(row) + " |")
+        o, b = by.get((name, OURS)), by.get((name, BASE))
+        if o and b:
+            better = [h for k, h in METRICS if compare(getattr(o["q"], k), getattr(b["q"], k)) < 0]
+            worse = [h for k, h in METRICS if compare(getattr(o["q"], k), getattr(b["q"], k)) > 0]
+            better_total += len(better)
+            worse_total += len(worse)
+            verdicts.append(
+                f"- **{name}**: better on {', '.join(better) or 'nothing'}; "
+                f"worse on {', '.join(worse) or 'nothing'}."
+            )
+    lines += [
+        "",
+        f"### {OURS} against {BASE}, metric by metric",
+        "",
+        f"{better_total} metric(s) better, {worse_total} worse over {len(verdicts)} scenarios.",
+        "",
+        *verdicts,
+        "",
+        "Plots (broker utilisation over time, one panel per strategy): "
+        + ", ".join(f"[{n}](bench/results/{n}.png)" for n in scenarios),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_section(text: str, heading: str) -> None:
+    doc = BENCH.read_text() if BENCH.exists() else "# Benchmarks\n"
+    start = doc.find(heading + "\n")
+    if start < 0:
+        doc = doc.rstrip("\n") + "\n\n" + text
+    else:
+        nxt = doc.find("\n## ", start + len(heading))
+        doc = doc[:start] + text + (doc[nxt + 1 :] if nxt >= 0 else "")
+    BENCH.write_text(doc.rstrip("\n") + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", nargs="*", help="scenarios to run (default all); the table holds only these")
+    args = ap.parse_args()
+    names = args.only or scenario_names()
+    # Biggest first so that the pool is not left waiting on one long job at the end.
+    jobs = [
+        (n, label, args.seed) for n in sorted(names, key=lambda n: n != "large_cluster") for label in PAIRS
+    ]
+    t0 = time.perf_counter()
+    with multiprocessing.Pool(args.jobs) as pool:
+        cells = []
+        for c in pool.imap_unordered(run_cell, jobs):
+            cells.append(c)
+            print(f"{c['scenario']:20s} {c['strategy']:16s} {c['seconds']:7.1f}s", flush=True)
+    wall = time.perf_counter() - t0
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    for n in names:
+        plot(n, [c for label in PAIRS for c in cells if c["scenario"] == n and c["strategy"] == label])
+    write_section(render(cells, args.seed, wall), "## Balancing quality")
+    print(f"done in {wall:.0f} s; BENCHMARKS.md and bench/results/*.png written")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

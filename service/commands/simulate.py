@@ -1,0 +1,77 @@
+"""``loadmgr simulate``: run one scenario against one strategy pair and write the quality as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from balancer.sim.engine import PAIRS, pair_named, simulate
+from balancer.sim.metrics import quality, rate_ratio
+from balancer.sim.scenarios import load_scenario, scenario_names
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("simulate", help="Simulate a scenario under a strategy pair and score the balancing")
+    p.add_argument("--scenario", help="scenario name (see --list)")
+    p.add_argument(
+        "--strategy",
+        default="BalancedShedder",
+        help=f"pair label ({', '.join(PAIRS)}) or SHEDDER+PLACEMENT",
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--scale", type=float, default=1.0, help="multiply broker counts (small versions)")
+    p.add_argument("--cycles", type=int, help="override the scenario's number of cycles")
+    p.add_argument("--out", help="write the JSON here instead of stdout")
+    p.add_argument("--series", action="store_true", help="include per-cycle utilisation min/mean/max")
+    p.add_argument("--list", action="store_true", help="list scenarios and strategy pairs")
+    p.set_defaults(func=_run)
+
+
+def run_one(
+    scenario: str,
+    strategy: str,
+    seed: int,
+    scale: float = 1.0,
+    cycles: int | None = None,
+    series: bool = False,
+) -> dict[str, Any]:
+    s = load_scenario(scenario, scale=scale, cycles=cycles)
+    pair = pair_named(strategy)
+    result = simulate(s, pair, seed)
+    has_jitter = any(ev.get("jitter") for ev in s.events)
+    baseline = simulate(s, pair, seed, with_jitter=False) if has_jitter else None
+    out: dict[str, Any] = {"quality": quality(result, baseline).to_dict(), "description": s.description}
+    if series:
+        out["series"] = [
+            {
+                "cycle": c.cycle,
+                "unloads": c.unloads,
+                "minUtil": min(c.util),
+                "maxUtil": max(c.util),
+                "meanUtil": sum(c.util) / len(c.util),
+                "rateRatio": rate_ratio(c),
+            }
+            for c in result.cycles
+        ]
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.list:
+        for name in scenario_names():
+            print(f"{name:22s} {load_scenario(name).description}")
+        print("strategy pairs: " + ", ".join(PAIRS))
+        return 0
+    if not args.scenario:
+        print("loadmgr simulate: --scenario is required (or --list)", file=sys.stderr)
+        return 2
+    out = run_one(args.scenario, args.strategy, args.seed, args.scale, args.cycles, args.series)
+    text = json.dumps(out, indent=2, allow_nan=False)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    return 0
