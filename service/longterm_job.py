@@ -1,0 +1,566 @@
+"""The long-term pipeline on Spark: per-bundle long-term traffic and per-broker capacity from history.
+
+Run as ``loadmgr longterm ...`` or ``spark-submit service/longterm_job.py ...`` (same arguments).
+The numbers are defined by :mod:`balancer.longterm`; this module computes them without Python UDFs
+and without bringing raw rows to the driver (only per-bundle and per-broker results are collected).
+
+Pulsar's window is sequential, but its result is ``sum(w(i, N) * x_i)`` with ``w`` depending on the
+sample's rank ``i`` and the bundle's count ``N`` only (:func:`balancer.longterm.closed_form_weight`).
+Bundles with ``N <= 1000`` need no rank at all (the window is the exact mean). For longer bundles
+the rank is read off a global cycle index (distinct sample times, numbered) whenever the bundle was
+present in every cycle between its first and last sample, which is what the history sink records
+for a live bundle; that avoids shuffling and sorting raw rows. Bundles with gaps fall back to a
+``row_number`` window over their own rows.
+
+Steps (each logs its counts and time):
+  1. per-bundle pass: valid/invalid counts, first/last time, sums, p95 (``percentile_approx``);
+  2. cycle index and gap check for bundles past the 1000-sample cap;
+  3. per-(bundle, hour-of-day) pass: rank weights and hourly rates, rolled up per bundle;
+  4. broker capacity regression; 5. results to Parquet; 6. merge into ZooKeeper (unless dry run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from balancer.errors import InvalidInput
+from balancer.longterm import BundleLongTerm, long_term_message_data
+from balancer.models import LONG_TERM_SAMPLES, TimeAverageMessageData
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger("loadmgr.longterm")
+
+EXIT_OK, EXIT_BAD_ARGS, EXIT_EMPTY, EXIT_ZK = 0, 2, 3, 4
+VALUES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+MODES = ("pulsar", "mean", "p95")
+PERCENTILE_ACCURACY = 10_000
+
+
+class EmptyHistory(Exception):
+    """No usable rows in the requested range (missing path, no files, or every row invalid)."""
+
+
+@dataclass
+class JobOptions:
+    history: str
+    start_ms: int
+    end_ms: int
+    out: str | None = None
+    zk: str | None = None
+    chroot: str | None = None
+    dry_run: bool = False
+    master: str = "local[*]"
+    mode: str = "pulsar"
+
+
+@dataclass
+class JobResult:
+    rows: int
+    bad_rows: int
+    bundles: dict[str, BundleLongTerm]
+    capacity: list[dict[str, Any]]
+    long_term: dict[str, TimeAverageMessageData]
+    live_bundles: set[str]
+    steps: list[str] = field(default_factory=list)
+
+
+# ---- Spark session and input ---------------------------------------------------------------------------
+
+
+def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName("loadmgr-longterm")
+    settings = {"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false"}
+    settings.update(conf or {})
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _bundle_schema() -> Any:
+    from pyspark.sql import types as T
+
+    fields = [T.StructField("time", T.LongType()), T.StructField("bundle", T.StringType())]
+    fields += [T.StructField("owner", T.StringType())]
+    fields += [T.StructField(v, T.DoubleType()) for v in VALUES]
+    fields += [T.StructField(c, T.LongType()) for c in ("topics", "producers", "consumers")]
+    fields += [T.StructField("date", T.DateType()), T.StructField("hour", T.IntegerType())]
+    return T.StructType(fields)
+
+
+def read_range(spark: SparkSession, uri: str, dataset: str, start_ms: int, end_ms: int) -> DataFrame:
+    """Rows of ``[start_ms, end_ms)``; partition pruning on ``date`` keeps other days unread."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    root = f"{uri.rstrip('/')}/{dataset}"
+    if not _path_exists(spark, root):
+        raise EmptyHistory(f"no {dataset} history at {root}")
+    reader = spark.read.option("basePath", root)
+    if dataset == "bundles":
+        reader = reader.schema(_bundle_schema())
+    try:
+        df = reader.parquet(root)
+    except AnalysisException as e:
+        if "PATH_NOT_FOUND" in str(e) or "UNABLE_TO_INFER_SCHEMA" in str(e):
+            raise EmptyHistory(f"no {dataset} history at {root}") from None
+        raise
+    first_day = datetime.fromtimestamp(start_ms / 1000, UTC).date()
+    last_day = datetime.fromtimestamp((end_ms - 1) / 1000, UTC).date()
+    return df.where(
+        (F.col("date") >= F.lit(first_day))
+        & (F.col("date") <= F.lit(last_day))
+        & (F.col("time") >= start_ms)
+        & (F.col("time") < end_ms)
+    )
+
+
+def _path_exists(spark: SparkSession, root: str) -> bool:
+    """Ask Hadoop's filesystem first: a missing path read by Spark logs a JVM stack trace."""
+    try:
+        sc = spark.sparkContext
+        jvm: Any = sc._jvm
+        path = jvm.org.apache.hadoop.fs.Path(root)
+        return bool(path.getFileSystem(sc._jsc.hadoopConfiguration()).exists(path))
+    except Exception:
+        return True  # no JVM access (Spark Connect): let the read itself report a missing path
+
+
+def _good_number(c: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    # Spark orders NaN above every number, so NaN needs its own test.
+    return c.isNotNull() & ~F.isnan(c) & (c >= 0) & (c < F.lit(float("inf")))
+
+
+def valid_bundle_row() -> Column:
+    """Same rule as :func:`balancer.longterm.is_valid_bundle_sample`."""
+    from pyspark.sql import functions as F
+
+    ok = (
+        F.col("bundle").isNotNull()
+        & (F.col("bundle") != "")
+        & F.col("time").isNotNull()
+        & (F.col("time") >= 0)
+    )
+    for v in VALUES:
+        ok = ok & _good_number(F.col(v))
+    return F.coalesce(ok, F.lit(False))
+
+
+# ---- the computation -----------------------------------------------------------------------------------
+
+
+def compute_bundles(
+    spark: SparkSession, raw: DataFrame, progress: Callable[[str], None]
+) -> tuple[dict[str, BundleLongTerm], int, int, set[str]]:
+    """(per-bundle results, valid rows, invalid rows, bundles live at the end of the range)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    df = raw.select("bundle", "time", *VALUES).withColumn("ok", valid_bundle_row())
+    good = F.col("ok")
+    aggs = [
+        F.count(F.when(good, 1)).alias("n"),
+        F.count(F.when(~good, 1)).alias("bad"),
+        F.min(F.when(good, F.col("time"))).alias("first_ms"),
+        F.max(F.when(good, F.col("time"))).alias("last_ms"),
+    ]
+    aggs += [F.sum(F.when(good, F.col(v))).alias(f"sum_{v}") for v in VALUES]
+    aggs += [
+        F.percentile_approx(F.when(good, F.col(v)), 0.95, PERCENTILE_ACCURACY).alias(f"p95_{v}")
+        for v in VALUES
+    ]
+    per_bundle = {r["bundle"]: r.asDict() for r in df.groupBy("bundle").agg(*aggs).collect()}
+    bad = sum(int(r["bad"]) for r in per_bundle.values())
+    stats = {b: r for b, r in per_bundle.items() if b is not None and r["n"] > 0}
+    rows = sum(int(r["n"]) for r in stats.values())
+    progress(
+        f"read {rows + bad} rows, {bad} bad (skipped), {len(stats)} bundles in {time.monotonic() - t0:.1f} s"
+    )
+    if not stats:
+        raise EmptyHistory("no valid bundle rows in the requested range")
+    end_ms = max(int(r["last_ms"]) for r in stats.values())
+    live = {b for b, r in stats.items() if int(r["last_ms"]) == end_ms}
+
+    # Step 2: which long bundles can take their rank from the global cycle index.
+    t1 = time.monotonic()
+    valid = df.where(good).drop("ok")
+    long_info = [(b, int(r["n"]), int(r["first_ms"]), int(r["last_ms"])) for b, r in stats.items()]
+    long_info = [x for x in long_info if x[1] > LONG_TERM_SAMPLES]
+    weighted: DataFrame | None = None
+    gappy: list[str] = []
+    if long_info:
+        cycles = valid.select("time").distinct()
+        cycles = cycles.withColumn("g", F.row_number().over(Window.orderBy("time")))
+        cycles = F.broadcast(cycles.cache())
+        info = spark.createDataFrame(long_info, "bundle string, n long, first_ms long, last_ms long")
+        info = (
+            info.join(cycles.withColumnsRenamed({"time": "first_ms", "g": "first_g"}), "first_ms")
+            .join(cycles.withColumnsRenamed({"time": "last_ms", "g": "last_g"}), "last_ms")
+            .withColumn("dense", F.col("n") == F.col("last_g") - F.col("first_g") + 1)
+        )
+        info_rows = info.select("bundle", "n", "first_g", "dense").collect()
+        gappy = [r["bundle"] for r in info_rows if not r["dense"]]
+        dense = spark.createDataFrame(
+            [(r["bundle"], r["n"], r["first_g"]) for r in info_rows if r["dense"]],
+            "bundle string, n long, first_g long",
+        )
+        weighted = (
+            valid.join(F.broadcast(dense), "bundle", "left")
+            .join(cycles, "time", "left")
+            .withColumn("w", _weight(F.col("g") - F.col("first_g") + 1, F.col("n")))
+        )
+    progress(
+        f"cycle index: {len(long_info)} bundles past {LONG_TERM_SAMPLES} samples, {len(gappy)} with gaps"
+        f" (ranked by window) in {time.monotonic() - t1:.1f} s"
+    )
+
+    # Step 3: one pass per (bundle, hour of day): rank weights for Pulsar's window, hourly rates for the peak.
+    t2 = time.monotonic()
+    hour = (F.floor(F.col("time") / 3_600_000) % 24).cast("int")
+    base = weighted if weighted is not None else valid.withColumn("w", F.lit(None).cast("double"))
+    parts = base.select(
+        "bundle",
+        hour.alias("h"),
+        F.lit(1).alias("c"),
+        (F.col("msg_rate_in") + F.col("msg_rate_out")).alias("r"),
+        *[(F.col("w") * F.col(v)).alias(f"w_{v}") for v in VALUES],
+    )
+    if gappy:
+        ranked = valid.where(F.col("bundle").isin(gappy))
+        n_col = F.count(F.lit(1)).over(Window.partitionBy("bundle"))
+        rank = F.row_number().over(Window.partitionBy("bundle").orderBy("time"))
+        ranked = ranked.withColumn("w", _weight(rank, n_col))
+        parts = parts.unionByName(
+            ranked.select(
+                "bundle",
+                hour.alias("h"),
+                F.lit(0).alias("c"),
+                F.lit(0.0).alias("r"),
+                *[(F.col("w") * F.col(v)).alias(f"w_{v}") for v in VALUES],
+            )
+        )
+    hourly = parts.groupBy("bundle", "h").agg(
+        F.sum("c").alias("c"), F.sum("r").alias("r"), *[F.sum(f"w_{v}").alias(f"w_{v}") for v in VALUES]
+    )
+    hourly = hourly.withColumn("avg_r", F.when(F.col("c") > 0, F.col("r") / F.col("c")))
+    rolled = hourly.groupBy("bundle").agg(
+        F.max_by("h", F.struct(F.col("avg_r"), -F.col("h"))).alias("peak_hour"),
+        F.max("avg_r").alias("peak_rate"),
+        *[F.sum(f"w_{v}").alias(f"w_{v}") for v in VALUES],
+    )
+    results: dict[str, BundleLongTerm] = {}
+    for r in rolled.collect():
+        s = stats[r["bundle"]]
+        results[r["bundle"]] = _assemble(r["bundle"], s, r.asDict())
+    if long_info:
+        cycles.unpersist()
+    progress(f"long-term figures for {len(results)} bundles in {time.monotonic() - t2:.1f} s")
+    return results, rows, bad, live
+
+
+def _weight(rank: Column, n: Column) -> Column:
+    """:func:`balancer.longterm.closed_form_weight` as a column expression (null rank: no weight)."""
+    from pyspark.sql import functions as F
+
+    m = LONG_TERM_SAMPLES
+    decay = 1.0 - 1.0 / m
+    return F.pow(F.lit(decay), (n - F.greatest(rank, F.lit(m))).cast("double")) / m
+
+
+def _assemble(bundle: str, s: dict[str, Any], r: dict[str, Any]) -> BundleLongTerm:
+    n = int(s["n"])
+    mean = tuple(float(s[f"sum_{v}"]) / n for v in VALUES)
+    # below the cap Pulsar's window is the exact mean
+    window = mean if n <= LONG_TERM_SAMPLES else tuple(float(r[f"w_{v}"]) for v in VALUES)
+    pulsar = TimeAverageMessageData(
+        max_samples=LONG_TERM_SAMPLES,
+        num_samples=min(n, LONG_TERM_SAMPLES),
+        msg_rate_in=window[0],
+        msg_rate_out=window[1],
+        msg_throughput_in=window[2],
+        msg_throughput_out=window[3],
+    )
+    p95 = tuple(float(s[f"p95_{v}"]) for v in VALUES)
+    return BundleLongTerm(
+        bundle=bundle,
+        samples=n,
+        first_ms=int(s["first_ms"]),
+        last_ms=int(s["last_ms"]),
+        pulsar=pulsar,
+        mean=(mean[0], mean[1], mean[2], mean[3]),
+        p95=(p95[0], p95[1], p95[2], p95[3]),
+        peak_hour=int(r["peak_hour"]),
+        peak_hour_msg_rate=float(r["peak_rate"]),
+    )
+
+
+def compute_capacity(
+    spark: SparkSession, uri: str, start_ms: int, end_ms: int
+) -> tuple[list[dict[str, Any]], int]:
+    """Per broker: least-squares traffic per CPU percentage point (same rule as the reference)."""
+    from pyspark.sql import functions as F
+
+    try:
+        df = read_range(spark, uri, "brokers", start_ms, end_ms)
+    except EmptyHistory:
+        return [], 0
+    cpu = F.col("cpu_usage") / F.col("cpu_limit") * 100.0
+    rate = F.col("msg_rate_in") + F.col("msg_rate_out")
+    tput = F.col("msg_throughput_in") + F.col("msg_throughput_out")
+    ok = (
+        F.col("broker").isNotNull()
+        & (F.col("broker") != "")
+        & F.col("time").isNotNull()
+        & (F.col("time") >= 0)
+    )
+    ok = ok & _good_number(F.col("cpu_limit")) & (F.col("cpu_limit") > 0)
+    for c in (F.col("cpu_usage"), rate, tput):
+        ok = ok & _good_number(c)
+    df = df.select(
+        "broker",
+        cpu.alias("x"),
+        rate.alias("rate"),
+        tput.alias("tput"),
+        F.coalesce(ok, F.lit(False)).alias("ok"),
+    )
+    good = F.col("ok")
+
+    def on_good(name: str) -> Column:
+        return F.when(good, F.col(name))
+
+    fits = df.groupBy("broker").agg(
+        F.count(F.when(good, 1)).alias("samples"),
+        F.count(F.when(~good, 1)).alias("bad"),
+        F.avg(on_good("x")).alias("cpu_mean"),
+        F.var_pop(on_good("x")).alias("vx"),
+        *[F.covar_pop(on_good("x"), on_good(y)).alias(f"c_{y}") for y in ("rate", "tput")],
+        *[F.avg(on_good(y)).alias(f"m_{y}") for y in ("rate", "tput")],
+    )
+    out = []
+    bad = 0
+    for r in fits.collect():
+        bad += int(r["bad"])
+        if r["broker"] is None or not r["samples"]:
+            continue
+        row: dict[str, Any] = {
+            "broker": r["broker"],
+            "samples": int(r["samples"]),
+            "cpu_mean": float(r["cpu_mean"]),
+        }
+        spread = r["samples"] >= 2 and r["vx"] is not None and r["vx"] > 0
+        for y, name in (("rate", "msg_rate"), ("tput", "throughput")):
+            slope = float(r[f"c_{y}"]) / float(r["vx"]) if spread else None
+            row[f"{name}_per_cpu_point"] = slope
+            row[f"{name}_intercept"] = (
+                float(r[f"m_{y}"]) - slope * float(r["cpu_mean"]) if slope is not None else None
+            )
+        out.append(row)
+    return out, bad
+
+
+def run(
+    options: JobOptions, spark: SparkSession | None = None, progress: Callable[[str], None] | None = None
+) -> JobResult:
+    """The whole job; raises :class:`EmptyHistory` when the range holds no usable rows."""
+    if options.mode not in MODES:
+        raise InvalidInput("mode", options.mode, f"expected one of {', '.join(MODES)}")
+    if options.start_ms >= options.end_ms:
+        raise InvalidInput("--from", options.start_ms, "must be before --to")
+    steps: list[str] = []
+    started = time.monotonic()
+
+    def say(msg: str) -> None:
+        line = f"[longterm +{time.monotonic() - started:6.1f}s] {msg}"
+        steps.append(line)
+        (progress or (lambda m: print(m, file=sys.stderr, flush=True)))(line)
+
+    spark = spark or build_spark(options.master)
+    raw = read_range(spark, options.history, "bundles", options.start_ms, options.end_ms)
+    bundles, rows, bad, live = compute_bundles(spark, raw, say)
+    t = time.monotonic()
+    capacity, bad_brokers = compute_capacity(spark, options.history, options.start_ms, options.end_ms)
+    took = time.monotonic() - t
+    say(f"capacity model for {len(capacity)} brokers ({bad_brokers} bad broker rows skipped) in {took:.1f} s")
+    long_term = {b: long_term_message_data(r, options.mode) for b, r in bundles.items()}
+    result = JobResult(rows, bad, bundles, capacity, long_term, live, steps)
+    if options.out:
+        t = time.monotonic()
+        write_results(spark, options.out, result)
+        took = time.monotonic() - t
+        say(
+            f"wrote {len(bundles)} bundle and {len(capacity)} broker results to {options.out} in {took:.1f} s"
+        )
+    return result
+
+
+def write_results(spark: SparkSession, out: str, result: JobResult) -> None:
+    rows = []
+    for b, r in sorted(result.bundles.items()):
+        lt = result.long_term[b]
+        rows.append(
+            (
+                b,
+                r.samples,
+                r.first_ms,
+                r.last_ms,
+                b in result.live_bundles,
+                r.pulsar.msg_rate_in,
+                r.pulsar.msg_rate_out,
+                r.pulsar.msg_throughput_in,
+                r.pulsar.msg_throughput_out,
+                *r.mean,
+                *r.p95,
+                r.peak_hour,
+                r.peak_hour_msg_rate,
+                lt.msg_rate_in,
+                lt.msg_rate_out,
+                lt.msg_throughput_in,
+                lt.msg_throughput_out,
+                lt.num_samples,
+            )
+        )
+    cols = ["bundle string", "samples long", "first_ms long", "last_ms long", "live boolean"]
+    for prefix in ("pulsar", "mean", "p95"):
+        cols += [f"{prefix}_{v} double" for v in VALUES]
+    cols += ["peak_hour int", "peak_hour_msg_rate double"]
+    cols += [f"long_term_{v} double" for v in VALUES] + ["long_term_num_samples int"]
+    base = out.rstrip("/")
+    spark.createDataFrame(rows, ", ".join(cols)).coalesce(1).write.mode("overwrite").parquet(
+        f"{base}/bundles"
+    )
+    broker_cols = (
+        "broker string, samples long, cpu_mean double, msg_rate_per_cpu_point double,"
+        " msg_rate_intercept double, throughput_per_cpu_point double, throughput_intercept double"
+    )
+    keys = [c.split()[0] for c in broker_cols.split(",")]
+    spark.createDataFrame([tuple(c[k] for k in keys) for c in result.capacity], broker_cols).coalesce(
+        1
+    ).write.mode("overwrite").parquet(f"{base}/brokers")
+
+
+# ---- command line (shared by `loadmgr longterm` and spark-submit) --------------------------------------
+
+
+def parse_time(text: str, flag: str) -> int:
+    """ISO-8601 to epoch ms; a time without a zone is UTC; a bare date is its midnight."""
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(flag, text, "expected an ISO-8601 time, e.g. 2024-05-01T00:00:00Z") from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return int((t - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(milliseconds=1))
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--history", required=True, help="History dataset URI (a directory, file://, hdfs://, s3a://)"
+    )
+    p.add_argument("--from", dest="start", required=True, help="Start of the range, ISO-8601 (inclusive)")
+    p.add_argument("--to", dest="end", required=True, help="End of the range, ISO-8601 (exclusive)")
+    p.add_argument("--out", help="Where to write the results as Parquet")
+    p.add_argument("--zk", help="ZooKeeper hosts to merge longTermData into (required unless --dry-run)")
+    p.add_argument("--chroot", help="ZooKeeper chroot, e.g. /pulsar")
+    p.add_argument("--dry-run", action="store_true", help="Compute and write results, leave ZooKeeper alone")
+    p.add_argument("--master", default="local[*]", help="Spark master: local[*] (default) or a cluster URL")
+    p.add_argument(
+        "--mode", choices=MODES, default="pulsar", help="What becomes longTermData (default pulsar)"
+    )
+
+
+def options_from_args(args: argparse.Namespace) -> JobOptions:
+    if not args.dry_run and not args.zk:
+        raise InvalidInput("--zk", None, "needed unless --dry-run")
+    return JobOptions(
+        history=args.history,
+        start_ms=parse_time(args.start, "--from"),
+        end_ms=parse_time(args.end, "--to"),
+        out=args.out,
+        zk=args.zk,
+        chroot=args.chroot,
+        dry_run=args.dry_run,
+        master=args.master,
+        mode=args.mode,
+    )
+
+
+def execute(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
+    """Run from parsed arguments; prints one-line errors and returns the exit code."""
+    try:
+        options = options_from_args(args)
+        result = run(options, spark)
+    except InvalidInput as e:
+        print(f"loadmgr longterm: {e}", file=sys.stderr)
+        return EXIT_BAD_ARGS
+    except EmptyHistory as e:
+        print(f"loadmgr longterm: {e} (range {args.start} .. {args.end}); nothing to do", file=sys.stderr)
+        return EXIT_EMPTY
+    if options.dry_run or not options.zk:
+        print(
+            f"loadmgr longterm: dry run, {len(result.long_term)} bundles computed, ZooKeeper untouched",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    return merge_into_zookeeper(options, result)
+
+
+def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    from service.longterm_zk import merge_long_term
+
+    hosts = f"{options.zk}{options.chroot or ''}"
+    started = time.monotonic()
+    client = KazooClient(hosts=hosts, timeout=15.0)
+    try:
+        client.start(timeout=15.0)
+    except KazooTimeoutError:
+        print(f"loadmgr longterm: ZooKeeper at {hosts} did not answer; results not merged", file=sys.stderr)
+        return EXIT_ZK
+    try:
+        report = merge_long_term(client, result.long_term, result.live_bundles)
+    finally:
+        client.stop()
+        client.close()
+    print(
+        f"[longterm] zookeeper: {report.updated} updated, {report.created} created, {report.skipped} skipped,"
+        f" {report.conflicts_retried} retried conflicts in {time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
+    for o in report.outcomes:
+        if o.reason.startswith("skipped"):
+            log.info("%s", o)
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="longterm_job.py", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    add_arguments(parser)
+    return execute(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    sys.exit(main())
