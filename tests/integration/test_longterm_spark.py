@@ -1,0 +1,233 @@
+"""The Spark long-term job on a real local Spark over history written by the real sink, checked against
+the pure reference, and its merge into a real ZooKeeper."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from kazoo.client import KazooClient
+
+from balancer.longterm import BrokerSample, BundleSample, capacity_by_broker, long_term_by_bundle
+from balancer.models import BrokerData, LoadData, LocalBrokerData, NamespaceBundleStats, ResourceUsage
+from service.history import BUNDLE_SCHEMA, HistorySink, partition_of
+from service.longterm_job import EXIT_BAD_ARGS, EXIT_EMPTY, EXIT_OK, VALUES, add_arguments, execute
+
+pyspark = pytest.importorskip("pyspark")
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+T0 = 1_710_010_800_000  # 2024-03-09T19:00:00Z: the range crosses midnight, so two date partitions
+STEP_MS = 60_000
+CYCLES = 1300
+END_MS = T0 + CYCLES * STEP_MS
+DENSE = "t/ns/0x00000000_0x40000000"  # every cycle, past the 1000-sample cap
+GAPPY = "t/ns/0x40000000_0x80000000"  # past the cap with missing cycles: ranked by a window
+STALE = "t/ns/0x80000000_0xc0000000"  # gone after 600 cycles
+SHORT = "t/ns/0xc0000000_0xffffffff"  # joins late: under the cap, so its window is the mean
+NOISY = "t/ns2/0x00000000_0xffffffff"  # has NaN and negative samples
+
+
+def _present(bundle: str, k: int) -> bool:
+    if bundle == GAPPY:
+        return k % 97 != 5
+    if bundle == STALE:
+        return k < 600
+    if bundle == SHORT:
+        return k >= 400
+    return True
+
+
+def _cycle(k: int, rng: random.Random) -> tuple[LoadData, dict[str, str]]:
+    hour = (T0 + k * STEP_MS) // 3_600_000 % 24
+    daily = 1.0 + 0.8 * math.sin(hour / 24 * 2 * math.pi)
+    brokers: dict[str, dict[str, NamespaceBundleStats]] = {"b1": {}, "b2": {}}
+    owners = {}
+    for i, b in enumerate((DENSE, GAPPY, STALE, SHORT, NOISY)):
+        if not _present(b, k):
+            continue
+        rate = (100.0 * (i + 1)) * daily + rng.uniform(0, 30)
+        rate_in = rate
+        if b == NOISY and k % 211 == 7:
+            rate_in = math.nan
+        if b == NOISY and k % 307 == 11:
+            rate_in = -5.0
+        owner = "b1" if i % 2 == 0 else "b2"
+        owners[b] = owner
+        brokers[owner][b] = NamespaceBundleStats(
+            msg_rate_in=rate_in, msg_rate_out=2 * rate + rng.uniform(0, 5), msg_throughput_in=1000 * rate,
+            msg_throughput_out=rng.uniform(0, 1e6), topics=i + 1, producer_count=1, consumer_count=2,
+        )  # fmt: skip
+    load = LoadData()
+    for name, stats in brokers.items():
+        traffic = sum(s.msg_rate_in + s.msg_rate_out for s in stats.values() if s.msg_rate_in >= 0)
+        local = LocalBrokerData(cpu=ResourceUsage(usage=traffic / 40 + rng.uniform(0, 3), limit=400.0))
+        local.update(local.usages(), stats)
+        load.broker_data[name] = BrokerData(local_data=local)
+    return load, owners
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("history")
+    sink = HistorySink(str(root), max_queue=CYCLES + 1)
+    rng = random.Random(8)
+    for k in range(CYCLES):
+        load, owners = _cycle(k, rng)
+        sink.append_cycle(T0 + k * STEP_MS, load, owners)
+    sink.close()
+    assert sink.stats.cycles_dropped == 0
+    # rows no sink would write but a hand-edited or foreign file could hold
+    date, hour = partition_of(T0)
+    common = {"owner": "b1", "msg_rate_in": 1.0, "msg_rate_out": 1.0, "msg_throughput_in": 1.0,
+              "msg_throughput_out": 1.0, "topics": 1, "producers": 0, "consumers": 0}  # fmt: skip
+    bad = pa.Table.from_pylist(
+        [
+            {**common, "time": T0 + 5, "bundle": None},
+            {**common, "time": T0 + 6, "bundle": DENSE, "msg_rate_out": None},
+        ],
+        schema=BUNDLE_SCHEMA,
+    )
+    pq.write_table(bad, root / "bundles" / f"date={date}" / f"hour={hour}" / "part-foreign.parquet")
+    return root
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from service.longterm_job import build_spark
+
+    session = build_spark(
+        "local[2]",
+        {
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "4",
+            "spark.driver.memory": "1g",
+            "spark.default.parallelism": "4",
+        },
+    )
+    yield session
+    session.stop()
+
+
+def _reference(root: Path, start_ms: int, end_ms: int) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    rows = ds.dataset(str(root / "bundles"), format="parquet", partitioning="hive").to_table().to_pylist()
+    samples = [
+        BundleSample(r["bundle"], r["time"], r["msg_rate_in"], r["msg_rate_out"], r["msg_throughput_in"],
+                     r["msg_throughput_out"])
+        for r in rows if start_ms <= r["time"] < end_ms
+    ]  # fmt: skip
+    results, bad = long_term_by_bundle(samples)
+    brows = ds.dataset(str(root / "brokers"), format="parquet", partitioning="hive").to_table().to_pylist()
+    fits, _ = capacity_by_broker(
+        BrokerSample(r["broker"], r["time"], r["cpu_usage"], r["cpu_limit"],
+                     r["msg_rate_in"] + r["msg_rate_out"], r["msg_throughput_in"] + r["msg_throughput_out"])
+        for r in brows if start_ms <= r["time"] < end_ms
+    )  # fmt: skip
+    return results, bad, fits
+
+
+def test_job_matches_reference_and_merges_into_zookeeper(
+    history: Path, spark: Any, zk_client: KazooClient, zk_chroot_hosts: str, tmp_path: Path, capsys: Any
+) -> None:
+    expected, expected_bad, expected_fits = _reference(history, T0, END_MS)
+    assert expected[DENSE].samples > 1000 and expected[GAPPY].samples > 1000  # both rank paths are exercised
+    assert expected_bad >= 2 + 2
+
+    # A node the leader wrote: short-term data and topics must survive the merge untouched.
+    existing = {
+        "shortTermData": {"maxSamples": 10, "numSamples": 10, "msgThroughputIn": 1.5, "msgThroughputOut": 2.5,
+                          "msgRateIn": 3.5, "msgRateOut": 4.5},
+        "longTermData": {"maxSamples": 1000, "numSamples": 3, "msgThroughputIn": 0.0, "msgThroughputOut": 0.0,
+                         "msgRateIn": 0.0, "msgRateOut": 0.0},
+        "topics": 42,
+        "futureMember": "kept",
+    }  # fmt: skip
+    zk_client.create(f"/loadbalance/bundle-data/{DENSE}", json.dumps(existing).encode(), makepath=True)
+
+    # The command path (`loadmgr longterm`), once: results to Parquet, then the merge into the test's chroot.
+    out = tmp_path / "out"
+    hosts, chroot = zk_chroot_hosts.split("/", 1)
+    span = ["--from", "2024-03-09T19:00:00Z", "--to", "2024-03-10T16:40:00Z"]
+    args = _args(
+        "--history", history.as_uri(), *span, "--out", str(out), "--zk", hosts, "--chroot", "/" + chroot
+    )
+    assert execute(args, spark) == EXIT_OK
+    err = capsys.readouterr().err
+    assert f"{expected_bad} bad (skipped)" in err, err
+    assert "zookeeper: 1 updated, 3 created, 1 skipped" in err, err
+
+    got_rows = ds.dataset(str(out / "bundles"), format="parquet").to_table().to_pylist()
+    got = {r["bundle"]: r for r in got_rows}
+    assert set(got) == set(expected)
+    for b, want in expected.items():
+        row = got[b]
+        assert row["samples"] == want.samples, b
+        for v in VALUES:
+            assert row[f"pulsar_{v}"] == pytest.approx(getattr(want.pulsar, v), rel=1e-9), (b, v)
+            assert row[f"long_term_{v}"] == row[f"pulsar_{v}"]  # default mode
+        assert [row[f"mean_{v}"] for v in VALUES] == pytest.approx(want.mean, rel=1e-9)
+        assert [row[f"p95_{v}"] for v in VALUES] == pytest.approx(want.p95, rel=1e-12), b
+        assert row["long_term_num_samples"] == want.pulsar.num_samples
+        assert (row["peak_hour"], row["peak_hour_msg_rate"]) == (
+            want.peak_hour,
+            pytest.approx(want.peak_hour_msg_rate),
+        )
+        assert row["live"] == (b != STALE)
+    # the long bundles are not just their mean: the 1000-sample window really decayed
+    assert got[DENSE]["pulsar_msg_rate_in"] != pytest.approx(got[DENSE]["mean_msg_rate_in"], rel=1e-6)
+    fits = {r["broker"]: r for r in ds.dataset(str(out / "brokers"), format="parquet").to_table().to_pylist()}
+    assert set(fits) == set(expected_fits)
+    for broker, want_fit in expected_fits.items():
+        assert fits[broker]["samples"] == want_fit.samples
+        assert fits[broker]["msg_rate_per_cpu_point"] == pytest.approx(
+            want_fit.msg_rate_per_cpu_point, rel=1e-6
+        )
+        assert fits[broker]["throughput_per_cpu_point"] == pytest.approx(
+            want_fit.throughput_per_cpu_point, rel=1e-6
+        )
+
+    stored = json.loads(zk_client.get(f"/loadbalance/bundle-data/{DENSE}")[0])
+    assert stored["shortTermData"] == existing["shortTermData"]
+    assert (stored["topics"], stored["futureMember"]) == (42, "kept")
+    want_dense = expected[DENSE].pulsar
+    assert stored["longTermData"]["msgRateIn"] == pytest.approx(want_dense.msg_rate_in, rel=1e-9)
+    assert stored["longTermData"]["msgThroughputOut"] == pytest.approx(
+        want_dense.msg_throughput_out, rel=1e-9
+    )
+    assert stored["longTermData"]["numSamples"] == 1000
+    created = json.loads(zk_client.get(f"/loadbalance/bundle-data/{SHORT}")[0])
+    assert created["longTermData"]["msgRateOut"] == pytest.approx(expected[SHORT].mean[1], rel=1e-9)
+    assert created["shortTermData"]["numSamples"] == 0  # Pulsar's default seed, replaced by the first sample
+    assert zk_client.exists(f"/loadbalance/bundle-data/{STALE}") is None  # vanished bundles get no new node
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def test_missing_or_empty_range_is_a_clear_exit(
+    history: Path, spark: Any, tmp_path: Path, capsys: Any
+) -> None:
+    empty = _args("--history", str(history), "--from", "2020-01-01", "--to", "2020-01-02", "--dry-run")
+    assert execute(empty, spark) == EXIT_EMPTY
+    missing = _args(
+        "--history", str(tmp_path / "nothing"), "--from", "2024-03-09", "--to", "2024-03-11", "--dry-run"
+    )
+    assert execute(missing, spark) == EXIT_EMPTY
+    err = capsys.readouterr().err
+    assert "no valid bundle rows" in err and "no bundles history at" in err
+    assert "Traceback" not in err
+    backwards = _args("--history", str(history), "--from", "2024-03-11", "--to", "2024-03-09", "--dry-run")
+    assert execute(backwards, spark) == EXIT_BAD_ARGS
+    assert "--from" in capsys.readouterr().err
