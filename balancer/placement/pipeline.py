@@ -45,6 +45,7 @@ class PipelineCache:
         self._ns_counts: dict[str, dict[str, int]] | None = None
         self._aa_counts: dict[str, dict[str, int]] = {}
         self._usage: dict[str, float] = {}
+        self.filtered: dict[tuple[str, bool], tuple[list[str], list[str], list[Explanation]]] = {}
 
     def policy_set(self, namespace: str, bundle: str) -> f.Filtered:
         # P depends on the namespace only through the isolation policy that applies to it.
@@ -92,23 +93,15 @@ def _restored(name: str, why: str, policy: list[str], **nums: Any) -> Explanatio
     return explain(name, why, restored_to=len(policy), **nums)
 
 
-def select_broker(
+def _filter_chain(
+    namespace: str,
     bundle: str,
     load: LoadData,
     config: LoadBalancerConfig,
-    strategy: PlacementStrategy,
     ctx: PlacementContext,
-    rng: random.Random,
-    *,
-    cache: PipelineCache | None = None,
-    bound_destination: str | None = None,
-    round_robin: RoundRobinBrokerSelector | None = None,
-) -> PlacementDecision:
-    """Pick a broker for ``bundle`` (no preallocation). ``bound_destination`` (a shedder's planned
-    target) wins when it survives the filters; namespaces excluded from shedding go round-robin."""
-    c = cache if cache is not None else PipelineCache(load, config, ctx)
-    namespace = namespace_of(bundle)
-    bundle_data = load.bundle_data.get(bundle) or BundleData.default()
+    c: PipelineCache,
+) -> tuple[list[str], list[str], list[Explanation]]:
+    """Policy set, then the filters with their fallbacks: (policy set, candidates, steps)."""
     policy, step = c.policy_set(namespace, bundle)
     steps = [step]
     cands, step = f.max_topics_filter(policy, c.topic_counts(), config.loadBalancerBrokerMaxTopics)
@@ -137,6 +130,35 @@ def select_broker(
         steps.append(
             _restored("no_candidates_left", "filters left nobody; restored to the policy set", policy)
         )
+    return list(policy), cands, steps
+
+
+def select_broker(
+    bundle: str,
+    load: LoadData,
+    config: LoadBalancerConfig,
+    strategy: PlacementStrategy,
+    ctx: PlacementContext,
+    rng: random.Random,
+    *,
+    cache: PipelineCache | None = None,
+    bound_destination: str | None = None,
+    round_robin: RoundRobinBrokerSelector | None = None,
+) -> PlacementDecision:
+    """Pick a broker for ``bundle`` (no preallocation). ``bound_destination`` (a shedder's planned
+    target) wins when it survives the filters; namespaces excluded from shedding go round-robin."""
+    c = cache if cache is not None else PipelineCache(load, config, ctx)
+    namespace = namespace_of(bundle)
+    bundle_data = load.bundle_data.get(bundle) or BundleData.default()
+    # Every filter input is fixed for the cache's lifetime, so the filtered set depends only on
+    # the namespace (and persistence): computing it once per namespace keeps a cycle that moves
+    # thousands of bundles from re-filtering 1,000 brokers per bundle (issue 7's cycle speed).
+    key = (namespace, bundle in ctx.non_persistent_bundles)
+    memo = c.filtered.get(key)
+    if memo is None:
+        memo = _filter_chain(namespace, bundle, load, config, ctx, c)
+        c.filtered[key] = memo
+    policy, cands, steps = memo[0], memo[1], list(memo[2])
 
     if bound_destination is not None and bound_destination in cands:
         return PlacementDecision(
