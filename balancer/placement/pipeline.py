@@ -222,10 +222,8 @@ def assign_bundle(
                 "preallocated", "bundle already preallocated to this broker", subject=bundle, broker=sticky
             ),
         )
-    decision = select_broker(bundle, load, config, strategy, ctx, rng, round_robin=round_robin)
-    broker = decision.broker
-    if broker is None:
-        return decision
+    # Pulsar seeds the bundle's data (computeIfAbsent) before selecting, so the strategy sees the
+    # bundle's stored history rather than the default 50 msg/s.
     data = load.bundle_data.get(bundle)
     if data is None:
         data = (
@@ -234,6 +232,10 @@ def assign_bundle(
             else BundleData.default()
         )
         load.bundle_data[bundle] = data
+    decision = select_broker(bundle, load, config, strategy, ctx, rng, round_robin=round_robin)
+    broker = decision.broker
+    if broker is None:
+        return decision
     target = load.broker_data.get(broker)
     if target is not None:
         target.preallocated_bundle_data[bundle] = data
