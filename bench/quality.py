@@ -76,12 +76,13 @@ def key(v: Any) -> float:
 
 
 def compare(ours: Any, base: Any) -> int:
-    """-1 ours better, 0 equal, 1 worse (lower is better; None is worst)."""
+    """-1 ours better, 0 equal, 1 worse (lower is better; None is worst). Floats within 1%
+    (or 0.01 absolute) count as equal: differences below that are seed noise, not strategy."""
     a, b = key(ours), key(base)
-    if isinstance(ours, float) or isinstance(base, float):
-        if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or a == b:
-            return 0
-    return -1 if a < b else (1 if a > b else 0)
+    floats = isinstance(ours, float) or isinstance(base, float)
+    if a == b or (floats and math.isclose(a, b, rel_tol=0.01, abs_tol=0.01)):
+        return 0
+    return -1 if a < b else 1
 
 
 def plot(name: str, cells: list[dict[str, Any]]) -> None:
@@ -152,7 +153,8 @@ def render(cells: list[dict[str, Any]], seed: int, wall: float) -> str:
         "",
         f"### {OURS} against {BASE}, metric by metric",
         "",
-        f"{better_total} metric(s) better, {worse_total} worse over {len(verdicts)} scenarios.",
+        f"{better_total} metric(s) better, {worse_total} worse over {len(verdicts)} scenarios"
+        " (lower is better everywhere; floats within 1% count as equal).",
         "",
         *verdicts,
         "",

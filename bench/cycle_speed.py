@@ -1,0 +1,138 @@
+"""Speed of one full leader cycle (shedding + placement of every unloaded bundle) on 1,000 brokers
+and 100,000 bundles, as a ratio to the floor of merely reading and sorting the same data.
+
+    .venv/bin/python bench/cycle_speed.py [--pairs BalancedShedder AvgShedder ...] [--write]
+
+The state comes from the simulator: 500 brokers with 200 bundles each and 500 empty brokers that
+join at cycle 1, so the strategies have real work at cycle 2 or 3. Every ``plan_shedding_cycle``
+call is timed once (it mutates the leader's state); the floor is the best of three passes over
+the same ``LoadData`` just before the call: read each broker's usage and rates and each bundle's
+short-term traffic, sort every broker's bundles by traffic and the brokers by usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import balancer.sim.engine as engine  # noqa: E402
+from balancer.models import LoadData  # noqa: E402
+from balancer.sim.scenarios import Scenario  # noqa: E402
+
+SCENARIO = {
+    "name": "speed_1000x100000",
+    "cycles": 4,
+    "groups": [
+        {"prefix": "old", "count": 500, "load": 60, "load_spread": 0.1, "bundles": 200},
+        {"prefix": "new", "count": 500, "join_at": 1},
+    ],
+    "variation": {"noise": 0.02, "cpu_noise": 1.0},
+}
+
+
+def read_and_sort(load: LoadData) -> float:
+    t0 = time.perf_counter()
+    scores = []
+    bundle_data = load.bundle_data
+    for broker, data in load.broker_data.items():
+        local = data.local_data
+        usage = max(
+            local.cpu.usage / (local.cpu.limit or 1),
+            local.bandwidth_in.usage / (local.bandwidth_in.limit or 1),
+            local.bandwidth_out.usage / (local.bandwidth_out.limit or 1),
+        )
+        scores.append((usage, local.msg_rate_in + local.msg_rate_out, broker))
+        ranked = []
+        for name in local.bundles:
+            bd = bundle_data.get(name)
+            if bd is not None:
+                st = bd.short_term_data
+                ranked.append(
+                    (st.msg_rate_in + st.msg_rate_out, st.msg_throughput_in + st.msg_throughput_out, name)
+                )
+        ranked.sort(reverse=True)
+    scores.sort()
+    return time.perf_counter() - t0
+
+
+def measure(label: str) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    original = engine.plan_shedding_cycle
+
+    def timed(load: LoadData, *args: Any) -> Any:
+        floor = min(read_and_sort(load) for _ in range(3))
+        t0 = time.perf_counter()
+        plan = original(load, *args)
+        rows.append(
+            {
+                "cycle": len(rows),
+                "seconds": time.perf_counter() - t0,
+                "floor": floor,
+                "moves": len(plan.moves),
+                "brokers": len(load.broker_data),
+                "bundles": len(load.bundle_data),
+            }
+        )
+        return plan
+
+    engine.plan_shedding_cycle = timed  # type: ignore[assignment]
+    try:
+        engine.simulate(Scenario.from_dict(SCENARIO), engine.PAIRS[label], 1)
+    finally:
+        engine.plan_shedding_cycle = original
+    busiest = max(rows, key=lambda r: (r["moves"], r["cycle"]))
+    return {"pair": label, **busiest, "ratio": busiest["seconds"] / busiest["floor"], "all": rows}
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    lines = [
+        "## Cycle speed",
+        "",
+        "Produced by `.venv/bin/python bench/cycle_speed.py --write` (2-core machine, other jobs may share it)."
+        " One full `plan_shedding_cycle` (shedding + a destination for every unloaded bundle) on the"
+        " busiest cycle of a 1,000-broker, 100,000-bundle simulation (500 loaded brokers, 500 joining"
+        " empty), against the floor of reading every broker's usage and every bundle's short-term"
+        " traffic and sorting them, measured on the same `LoadData` in the same run (best of 3).",
+        "",
+        "| pair | brokers | bundles | moves | cycle, s | floor, s | cycle / floor |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['pair']} | {r['brokers']} | {r['bundles']:,} | {r['moves']:,} | {r['seconds']:.3f} |"
+            f" {r['floor']:.3f} | {r['ratio']:.2f}x |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--pairs", nargs="*", default=list(engine.PAIRS))
+    ap.add_argument(
+        "--write", action="store_true", help="write the '## Cycle speed' section of BENCHMARKS.md"
+    )
+    args = ap.parse_args()
+    results = []
+    for label in args.pairs:
+        r = measure(label)
+        results.append(r)
+        print(
+            f"{label:16s} cycle {r['seconds']:.3f}s floor {r['floor']:.3f}s ratio {r['ratio']:.2f}x "
+            f"moves {r['moves']} (per cycle: {[round(x['seconds'], 3) for x in r['all']]})",
+            flush=True,
+        )
+    if args.write:
+        from quality import write_section  # bench/ is on sys.path as the script's directory
+
+        write_section(render(results), "## Cycle speed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
