@@ -32,7 +32,7 @@ class DemoOptions:
     shed_interval_s: float = 5.0
     seed: int = 7
     token: str | None = None
-    strategy: str = "ThresholdShedder"
+    strategy: str = "BalancedShedder"
     placement: str = "LeastResourceUsageWithWeight"
     msg_rate_per_bundle: float = 4000.0
     # "balanced": the busiest broker's CPU is within this many percentage points of the idlest

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import Response
 from fastapi.routing import APIRoute
-from prometheus_client import CollectorRegistry, make_asgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from service.api import errors
 from service.api.routers import brokers, bundles, cluster, shedding
@@ -42,5 +43,12 @@ def create_app(service: Any, settings: Settings, registry: CollectorRegistry | N
     for router in (brokers.router, bundles.router, cluster.router, shedding.router, cluster.health):
         app.include_router(router)
     if registry is not None:
-        app.mount("/metrics", make_asgi_app(registry=registry))
+        _add_metrics(app, registry)
     return app
+
+
+def _add_metrics(app: FastAPI, registry: CollectorRegistry) -> None:
+    # A plain route rather than a mounted ASGI app: a mount answers /metrics with a redirect to /metrics/.
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -14,7 +14,11 @@ def register(sub: Any) -> None:
     p.add_argument("--bundles", type=int, default=16, help="Bundles of the demo namespace (default 16)")
     p.add_argument("--port", type=int, default=8080, help="REST port (a free one if taken; 0 = any)")
     p.add_argument("--shed-interval", type=float, default=5.0, help="Seconds between shedding cycles")
-    p.add_argument("--strategy", default="ThresholdShedder", help="Shedding strategy")
+    p.add_argument(
+        "--strategy",
+        default="BalancedShedder",
+        help="Shedding strategy (any Pulsar shedder or BalancedShedder)",
+    )
     p.add_argument("--token", default=None, help="Require this bearer token for mutations")
     p.add_argument(
         "--duration", type=float, default=None, help="Stop after this many seconds (default: Ctrl-C)"
