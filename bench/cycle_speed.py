@@ -94,7 +94,7 @@ def render(results: list[dict[str, Any]]) -> str:
     lines = [
         "## Cycle speed",
         "",
-        "Produced by `.venv/bin/python bench/cycle_speed.py --write` (2-core machine, other jobs may share it)."
+        "Produced by `.venv/bin/python bench/cycle_speed.py --write` (2-core machine)."
         " One full `plan_shedding_cycle` (shedding + a destination for every unloaded bundle) on the"
         " busiest cycle of a 1,000-broker, 100,000-bundle simulation (500 loaded brokers, 500 joining"
         " empty), against the floor of reading every broker's usage and every bundle's short-term"

@@ -1,0 +1,121 @@
+"""BalancedShedder on hand-made load data: triggering, jitter immunity, direction of moves, placement."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from balancer.config import LoadBalancerConfig
+from balancer.errors import InvalidInput
+from balancer.models import (
+    BrokerData,
+    BundleData,
+    LoadData,
+    LocalBrokerData,
+    ResourceUsage,
+    TimeAverageMessageData,
+)
+from balancer.placement.registry import create_placement
+from balancer.shedding.balanced import BalancedShedder
+from balancer.shedding.registry import create_shedder
+
+CONFIG = LoadBalancerConfig()
+
+
+def window(rate: float, n: int) -> TimeAverageMessageData:
+    return TimeAverageMessageData(
+        max_samples=n,
+        num_samples=n,
+        msg_rate_in=rate / 2,
+        msg_rate_out=rate / 2,
+        msg_throughput_in=rate * 512,
+        msg_throughput_out=rate * 512,
+    )
+
+
+def cluster(brokers: dict[str, tuple[float, list[float]]]) -> LoadData:
+    """broker -> (cpu percent, bundle msg rates); each bundle's messages are 1 KiB."""
+    load = LoadData()
+    for name, (cpu, rates) in brokers.items():
+        local = LocalBrokerData(cpu=ResourceUsage(usage=cpu, limit=100.0))
+        for i, r in enumerate(rates):
+            bundle = f"t/{name}/0x{i:08x}_0x{i + 1:08x}"
+            local.bundles.add(bundle)
+            load.bundle_data[bundle] = BundleData(
+                short_term_data=window(r, 10), long_term_data=window(r, 1000)
+            )
+        local.msg_rate_in = local.msg_rate_out = sum(rates) / 2
+        local.msg_throughput_in = local.msg_throughput_out = sum(rates) * 512
+        load.broker_data[name] = BrokerData(local_data=local)
+    return load
+
+
+def test_registries_accept_the_name_and_share_one_object() -> None:
+    shedder = create_shedder("BalancedShedder")
+    assert isinstance(shedder, BalancedShedder)
+    assert create_placement("BalancedShedder", shedder) is shedder
+    with pytest.raises(InvalidInput):
+        create_placement("BalancedShedder", create_shedder("AvgShedder"))
+
+
+def test_empty_broker_fills_after_two_confirmed_hits_with_moves_downhill_only() -> None:
+    s = BalancedShedder()
+    load = cluster(
+        {
+            "a": (60.0, [1000.0] * 20),
+            "b": (62.0, [1000.0] * 20),
+            "c": (2.0, []),
+            "d": (3.0, []),
+        }
+    )
+    first = s.find_bundles_for_unloading(load, CONFIG)
+    assert first.count == 0  # one hit is not enough, even for a large gap
+    second = s.find_bundles_for_unloading(load, CONFIG)
+    assert second.count > 0
+    assert set(second.unloads) == {"a", "b"}
+    assert set(second.destinations.values()) == {"c", "d"}
+    moved = {b: sum(1 for d in second.destinations.values() if d == b) for b in ("c", "d")}
+    # Two sources of 20 bundles and two empty brokers: about half of everything moves, evenly.
+    assert 16 <= sum(moved.values()) <= 24
+    assert abs(moved["c"] - moved["d"]) <= 2
+    for d in second.decisions:
+        assert d.numbers["sourceUtil"] > load.broker_data[d.numbers["destination"]].local_data.cpu.usage
+
+
+def test_cpu_spike_without_traffic_change_waits_for_the_slow_count() -> None:
+    s = BalancedShedder()
+    calm = {n: (40.0, [1000.0] * 20) for n in "abcd"}
+    for _ in range(3):
+        assert s.find_bundles_for_unloading(cluster(calm), CONFIG).count == 0
+    spiked = dict(calm, a=(95.0, [1000.0] * 20))  # another process: usage up, traffic unchanged
+    counts = [s.find_bundles_for_unloading(cluster(spiked), CONFIG).count for _ in range(7)]
+    assert counts == [0] * 7  # hit count low threshold is 8
+    assert s.find_bundles_for_unloading(cluster(spiked), CONFIG).count > 0  # a lasting load is shed
+
+
+def test_jitter_that_flips_sides_never_accumulates_hits() -> None:
+    s = BalancedShedder()
+    for i in range(20):
+        low = i % 2 == 0
+        load = cluster(
+            {
+                "a": (15.0 if low else 65.0, [400.0 if low else 1600.0] * 20),
+                "b": (40.0, [1000.0] * 20),
+                "c": (40.0, [1000.0] * 20),
+            }
+        )
+        assert s.find_bundles_for_unloading(load, CONFIG).count == 0
+
+
+def test_placement_prefers_least_projected_utilisation_and_counts_what_it_placed() -> None:
+    s = BalancedShedder()
+    load = cluster({"a": (50.0, [1000.0] * 20), "b": (40.0, [800.0] * 20), "c": (45.0, [900.0] * 20)})
+    s.find_bundles_for_unloading(load, CONFIG)
+    big = BundleData(short_term_data=window(8000.0, 10), long_term_data=window(8000.0, 1000))
+    rng = random.Random(1)
+    first = s.select_broker(["a", "b", "c"], "t/new/0x0_0x1", big, load, CONFIG, rng)
+    assert first.broker == "b"
+    # b now carries the big bundle in projection, so the next one goes to c.
+    second = s.select_broker(["a", "b", "c"], "t/new/0x1_0x2", big, load, CONFIG, rng)
+    assert second.broker == "c"

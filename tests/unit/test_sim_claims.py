@@ -1,0 +1,54 @@
+"""The claims BENCHMARKS.md makes for BalancedShedder, on small versions of the scenarios
+(ratios and counts only, never times)."""
+
+from __future__ import annotations
+
+from balancer.sim.engine import PAIRS, simulate
+from balancer.sim.metrics import Quality, quality
+from balancer.sim.scenarios import load_scenario
+
+OURS, AVG = PAIRS["BalancedShedder"], PAIRS["AvgShedder"]
+
+
+def run(name: str, label: str = "BalancedShedder", scale: float = 1.0, cycles: int | None = None) -> Quality:
+    s = load_scenario(name, scale=scale, cycles=cycles)
+    pair = PAIRS[label]
+    base = simulate(s, pair, 1, with_jitter=False) if any(e.get("jitter") for e in s.events) else None
+    return quality(simulate(s, pair, 1), base)
+
+
+def test_no_unloads_under_periodic_jitter() -> None:
+    q = run("periodic_jitter", scale=0.5, cycles=24)
+    assert q.jitter_unloads == 0
+    assert q.unloads == 0
+
+
+def test_no_unloads_under_transient_cpu_spikes() -> None:
+    q = run("cpu_spike", scale=0.5, cycles=25)
+    assert q.jitter_unloads == 0
+    assert q.unloads == 0
+
+
+def test_scale_out_balanced_within_three_cycles_moving_little_more_than_the_bound() -> None:
+    q = run("scale_out", scale=0.1, cycles=7)
+    assert q.cycles_to_balanced is not None and q.cycles_to_balanced <= 3
+    assert q.final_rate_ratio <= 1.25
+    assert q.moved_vs_lower_bound is not None and q.moved_vs_lower_bound <= 1.3
+    assert q.uphill_moves == 0
+
+
+def test_heterogeneous_hardware_balances_by_utilisation_and_never_moves_uphill() -> None:
+    ours = run("heterogeneous", scale=0.5, cycles=14)
+    avg = run("heterogeneous", "AvgShedder", scale=0.5, cycles=14)
+    assert ours.uphill_moves == 0
+    assert ours.cycles_to_balanced is not None
+    assert ours.final_cpu_range < avg.final_cpu_range / 2
+    assert ours.final_rate_ratio < avg.final_rate_ratio
+
+
+def test_two_speed_seed_case_is_fixed_where_avgshedder_does_nothing() -> None:
+    ours, avg = run("seed_two_speed", cycles=14), run("seed_two_speed", "AvgShedder", cycles=14)
+    assert avg.cycles_to_balanced is None
+    assert ours.cycles_to_balanced is not None
+    assert ours.final_cpu_range < avg.final_cpu_range
+    assert ours.uphill_moves == 0
