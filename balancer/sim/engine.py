@@ -251,8 +251,11 @@ class Simulation:
         for name, t in traffic.items():
             # Plain field writes: 100,000 validated setattrs per cycle would dominate a large run.
             self.stats[name].__dict__.update(
-                msg_rate_in=t.rate_in, msg_rate_out=t.rate_out,
-                msg_throughput_in=t.tp_in, msg_throughput_out=t.tp_out, topics=10,
+                msg_rate_in=t.rate_in,
+                msg_rate_out=t.rate_out,
+                msg_throughput_in=t.tp_in,
+                msg_throughput_out=t.tp_out,
+                topics=10,
             )
 
     def run(self) -> SimResult:
