@@ -1,8 +1,8 @@
 """``loadmgr serve``: one load-manager instance (leader candidate) with its REST API and metrics.
 
-Every instance serves the API; the runtime decides who leads. uvicorn owns SIGINT/SIGTERM: on either
-it stops accepting requests and returns, and then the runtime resigns and closes ZooKeeper, and the
-history writer flushes.
+Every instance serves the API; the runtime decides who leads. On SIGINT/SIGTERM uvicorn stops
+accepting requests and returns; then the runtime resigns (deleting its leader node), closes
+ZooKeeper, and the history writer flushes; the exit code is 0.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 from typing import Any
 
 from service.settings import Settings
@@ -81,6 +82,11 @@ def _serve(args: argparse.Namespace) -> int:
             )
         )
         print(f"loadmgr serving http://{settings.http_host}:{settings.http_port} (docs at /docs)", flush=True)
+        # uvicorn handles SIGINT/SIGTERM while serving and then re-raises the signal to the handler it
+        # found; a handler that only records it lets the runtime below resign and close cleanly.
+        received: list[int] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda signum, _frame: received.append(signum))
         server.run()
     finally:
         service.stop()
