@@ -1,0 +1,36 @@
+"""The CLI client commands against the running demo: tables by default, JSON with --json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from service.cli import main
+from service.demo import Demo
+
+pytestmark = pytest.mark.e2e
+
+
+def test_client_commands(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None:
+    url = ["--url", demo.url]
+    assert main(["status", *url]) == 0
+    out = capsys.readouterr().out
+    assert "leader:" in out and all(b in out for b in demo.broker_ids)
+    assert main(["brokers", "--json", *url]) == 0
+    assert sorted(b["broker"] for b in json.loads(capsys.readouterr().out)) == sorted(demo.broker_ids)
+    assert main(["bundles", "--broker", demo.broker_ids[1], *url]) == 0
+    assert "bundle" in capsys.readouterr().out
+    assert main(["dry-run", "--json", *url]) == 0
+    assert json.loads(capsys.readouterr().out)["changed"] is False
+    bundle = json.loads(_run(["bundles", "--json", *url], capsys))[0]["bundle"]
+    assert main(["unload", bundle, *url]) == 1  # no token: refused
+    assert "401" in capsys.readouterr().err
+    dest = demo.broker_ids[-1]
+    assert main(["unload", bundle, "--destination", dest, "--token", demo.opts.token or "", *url]) == 0
+    assert f"-> {dest}" in capsys.readouterr().out
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(argv) == 0
+    return capsys.readouterr().out
