@@ -46,6 +46,7 @@ class PipelineCache:
         self._aa_counts: dict[str, dict[str, int]] = {}
         self._usage: dict[str, float] = {}
         self.filtered: dict[tuple[str, bool], tuple[list[str], list[str], list[Explanation]]] = {}
+        self.filtered_sets: dict[tuple[str, bool], frozenset[str]] = {}
 
     def policy_set(self, namespace: str, bundle: str) -> f.Filtered:
         # P depends on the namespace only through the isolation policy that applies to it.
@@ -158,9 +159,10 @@ def select_broker(
     if memo is None:
         memo = _filter_chain(namespace, bundle, load, config, ctx, c)
         c.filtered[key] = memo
+        c.filtered_sets[key] = frozenset(memo[1])
     policy, cands, steps = memo[0], memo[1], list(memo[2])
 
-    if bound_destination is not None and bound_destination in cands:
+    if bound_destination is not None and bound_destination in c.filtered_sets[key]:
         return PlacementDecision(
             bound_destination,
             explain(
