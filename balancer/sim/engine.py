@@ -117,6 +117,8 @@ class SimResult:
     placements: int
     jitter_cycles: set[int]
     pre_disturbance: CycleState  # the true state just before the disturbance cycle's moves
+    # Pre-move states of later cycles where brokers joined or left (rolling restarts, late joins).
+    pre_events: list[CycleState] = field(default_factory=list)
 
 
 class Simulation:
@@ -264,6 +266,7 @@ class Simulation:
         moves: list[MoveRecord] = []
         placements_total = 0
         pre: CycleState | None = None
+        pre_events: list[CycleState] = []
         traffic = self._traffic(0)
         self._set_stats(traffic)
         for k in range(self.s.cycles):
@@ -294,6 +297,8 @@ class Simulation:
             before = self._measure(traffic, cpu)
             if k == min(self.s.disturbance_at, self.s.cycles - 1):
                 pre = self._state(k, before, 0, placements)
+            elif pre is not None and any(ev["type"] in ("_up", "_down") for ev in self.schedule.get(k, [])):
+                pre_events.append(self._state(k, before, 0, placements))
             plan = plan_shedding_cycle(
                 self.load, self.config, self.shedder, self.placement, self.ctx, now_ms, self.leader_rng
             )
@@ -330,6 +335,7 @@ class Simulation:
             placements=placements_total,
             jitter_cycles=self.jitter_cycles,
             pre_disturbance=pre if pre is not None else states[0],
+            pre_events=pre_events,
         )
 
     def _state(self, k: int, usage: dict[str, BrokerUsage], unloads: int, placements: int) -> CycleState:

@@ -16,8 +16,10 @@ the lagging reports the leader saw):
   ``placements``); ``moved_rate`` / ``moved_throughput`` = the moved bundles' true traffic in the
   cycle they moved.
 - ``lower_bound_rate`` = traffic above the mean on overloaded brokers in the pre-move state of
-  the disturbance cycle: ``sum(max(0, rate_b - cap_b * R / C))`` with ``R`` the total msg rate and
-  ``C`` the total capacity; no strategy can balance with less. ``moved_vs_lower_bound`` =
+  the disturbance cycle: ``LB(s) = sum(max(0, rate_b - cap_b * R / C))`` with ``R`` the total msg
+  rate and ``C`` the total capacity; no strategy can balance with less. When brokers join or leave
+  again later (rolling restarts), each such cycle ``k`` adds the imbalance it created:
+  ``max(0, LB(pre-move state of k) - LB(post-move state of k-1))``. ``moved_vs_lower_bound`` =
   ``moved_rate / lower_bound_rate`` (``None`` when both are 0, ``inf`` when only the bound is 0).
 - ``uphill_moves`` = moves whose source's utilisation was below its destination's just before
   the move.
@@ -96,6 +98,8 @@ def quality(r: SimResult, without_jitter: SimResult | None = None) -> Quality:
     cycles_to = None if first is None else first - start + 1
     moved_rate = sum(m.msg_rate for m in r.moves)
     lb = lower_bound(r.pre_disturbance)
+    for pre in r.pre_events:
+        lb += max(0.0, lower_bound(pre) - lower_bound(r.cycles[pre.cycle - 1]))
     if lb > 0:
         vs_lb: float | None = moved_rate / lb
     else:

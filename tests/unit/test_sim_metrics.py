@@ -91,3 +91,10 @@ def test_jitter_unloads_are_the_excess_over_the_run_without_jitter() -> None:
     assert quality(with_jitter, without).jitter_unloads == 2
     assert quality(without, with_jitter).jitter_unloads == 0
     assert quality(with_jitter).jitter_unloads is None
+
+
+def test_later_membership_events_add_the_imbalance_they_create() -> None:
+    states = [state(0, [300.0, 100.0]), state(1, [200.0, 200.0]), state(2, [200.0, 200.0])]
+    r = result(states, [])
+    r.pre_events = [state(2, [400.0, 0.0])]  # a broker came back empty at cycle 2
+    assert quality(r).lower_bound_rate == 100.0 + 200.0
