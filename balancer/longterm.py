@@ -138,7 +138,7 @@ class BundleLongTerm:
     last_ms: int
     pulsar: TimeAverageMessageData
     mean: tuple[float, float, float, float]  # rate in, rate out, throughput in, throughput out
-    p95: tuple[float, float, float, float]
+    p95: tuple[float, float, float, float] | None  # None: not computed (the Spark job computes it on request)
     peak_hour: int  # UTC hour of day with the highest mean msg rate (in + out); ties: earliest hour
     peak_hour_msg_rate: float
 
@@ -188,7 +188,10 @@ def long_term_message_data(result: BundleLongTerm, mode: str) -> TimeAverageMess
     if mode == "pulsar":
         return result.pulsar.model_copy()
     if mode in ("mean", "p95"):
-        r_in, r_out, t_in, t_out = result.mean if mode == "mean" else result.p95
+        figures = result.mean if mode == "mean" else result.p95
+        if figures is None:
+            raise InvalidInput("mode", mode, f"no p95 was computed for {result.bundle}")
+        r_in, r_out, t_in, t_out = figures
         return TimeAverageMessageData(
             max_samples=LONG_TERM_SAMPLES,
             num_samples=n,

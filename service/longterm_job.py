@@ -4,19 +4,24 @@ Run as ``loadmgr longterm ...`` or ``spark-submit service/longterm_job.py ...`` 
 The numbers are defined by :mod:`balancer.longterm`; this module computes them without Python UDFs
 and without bringing raw rows to the driver (only per-bundle and per-broker results are collected).
 
-Pulsar's window is sequential, but its result is ``sum(w(i, N) * x_i)`` with ``w`` depending on the
-sample's rank ``i`` and the bundle's count ``N`` only (:func:`balancer.longterm.closed_form_weight`).
-Bundles with ``N <= 1000`` need no rank at all (the window is the exact mean). For longer bundles
-the rank is read off a global cycle index (distinct sample times, numbered) whenever the bundle was
-present in every cycle between its first and last sample, which is what the history sink records
-for a live bundle; that avoids shuffling and sorting raw rows. Bundles with gaps fall back to a
-``row_number`` window over their own rows.
+Pulsar's window is sequential, but its result is ``sum(w(i, N) * x_i)`` with ``w`` depending only on
+the sample's rank ``i`` and the bundle's count ``N`` (:func:`balancer.longterm.closed_form_weight`):
+``r**(N-M)/M`` for the first ``M`` samples and ``r**(N-i)/M`` after them (``M`` = 1000,
+``r = 1 - 1/M``). With ``g`` a sample's global cycle number
+(its time's position among the range's ``G`` distinct times), a bundle present in every cycle from
+the first one on has ``i = g``, so its weight is ``r**(N-G) * u_g / M`` with the per-cycle factor
+``u_g = r**(G - max(g, M))``. One aggregation pass therefore collects ``sum(u_g * x)`` per bundle and
+the driver applies the per-bundle factor to bundle-sized results. Bundles under the cap need
+no rank (the window is the exact mean). The few past the cap that joined later or missed a cycle
+are recomputed exactly with a ``row_number`` window over their own rows.
 
 Steps (each logs its counts and time):
-  1. per-bundle pass: valid/invalid counts, first/last time, sums, p95 (``percentile_approx``);
-  2. cycle index and gap check for bundles past the 1000-sample cap;
-  3. per-(bundle, hour-of-day) pass: rank weights and hourly rates, rolled up per bundle;
-  4. broker capacity regression; 5. results to Parquet; 6. merge into ZooKeeper (unless dry run).
+  1. cycle index: distinct sample times, numbered (one small broadcast table);
+  2. one pass per (bundle, hour of day): valid/invalid counts, first/last sample, sums, the
+     ``u_g``-weighted sums, hourly rates for the peak hour; rolled up per bundle in Spark;
+  3. window pass for the bundles the closed form cannot serve (usually none);
+  4. p95 on request (``percentile_approx`` sketches cost several times the rest, hence opt-in);
+  5. broker capacity regression; 6. results to Parquet; 7. merge into ZooKeeper (unless dry run).
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ EXIT_OK, EXIT_BAD_ARGS, EXIT_EMPTY, EXIT_ZK = 0, 2, 3, 4
 VALUES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
 MODES = ("pulsar", "mean", "p95")
 PERCENTILE_ACCURACY = 10_000
+DECAY = 1.0 - 1.0 / LONG_TERM_SAMPLES
+MAX_CLOSED_FORM_CYCLES = 500_000
 
 
 class EmptyHistory(Exception):
@@ -64,6 +71,7 @@ class JobOptions:
     dry_run: bool = False
     master: str = "local[*]"
     mode: str = "pulsar"
+    p95: bool = False  # also compute p95 (always on with mode p95)
 
 
 @dataclass
@@ -168,138 +176,130 @@ def valid_bundle_row() -> Column:
 
 
 def compute_bundles(
-    spark: SparkSession, raw: DataFrame, progress: Callable[[str], None]
+    spark: SparkSession, raw: DataFrame, progress: Callable[[str], None], with_p95: bool = False
 ) -> tuple[dict[str, BundleLongTerm], int, int, set[str]]:
     """(per-bundle results, valid rows, invalid rows, bundles live at the end of the range)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    m = LONG_TERM_SAMPLES
     t0 = time.monotonic()
     df = raw.select("bundle", "time", *VALUES).withColumn("ok", valid_bundle_row())
-    good = F.col("ok")
-    aggs = [
-        F.count(F.when(good, 1)).alias("n"),
-        F.count(F.when(~good, 1)).alias("bad"),
-        F.min(F.when(good, F.col("time"))).alias("first_ms"),
-        F.max(F.when(good, F.col("time"))).alias("last_ms"),
-    ]
-    aggs += [F.sum(F.when(good, F.col(v))).alias(f"sum_{v}") for v in VALUES]
-    aggs += [
-        F.percentile_approx(F.when(good, F.col(v)), 0.95, PERCENTILE_ACCURACY).alias(f"p95_{v}")
-        for v in VALUES
-    ]
-    per_bundle = {r["bundle"]: r.asDict() for r in df.groupBy("bundle").agg(*aggs).collect()}
+    numbered = df.where(F.col("time").isNotNull()).select("time").distinct()
+    numbered = numbered.withColumn("g", F.row_number().over(Window.orderBy("time"))).cache()
+    total_cycles = numbered.count()
+    progress(f"cycle index: {total_cycles} distinct cycle times in {time.monotonic() - t0:.1f} s")
+    if total_cycles == 0:
+        numbered.unpersist()
+        raise EmptyHistory("no valid bundle rows in the requested range")
+    # Past ~700k cycles r**(G-g) leaves the double range; such ranges take the exact window path.
+    closed_form = total_cycles <= MAX_CLOSED_FORM_CYCLES
+    first_ms = numbered.where(F.col("g") == 1).first()["time"]  # type: ignore[index]
+    u = F.pow(F.lit(DECAY), (F.lit(total_cycles) - F.greatest(F.col("g"), F.lit(m))).cast("double"))
+    cycles = numbered.withColumn("u", u)
+
+    t1 = time.monotonic()
+    ok = F.col("ok")
+    hourly = (
+        df.join(F.broadcast(cycles), "time", "left")
+        .groupBy("bundle", (F.floor(F.col("time") / 3_600_000) % 24).cast("int").alias("h"))
+        .agg(
+            F.count(F.when(ok, 1)).alias("n"),
+            F.count(F.when(~ok, 1)).alias("bad"),
+            F.min(F.when(ok, F.col("time"))).alias("first_ms"),
+            F.max(F.when(ok, F.col("time"))).alias("last_ms"),
+            F.max(F.when(ok, F.col("g"))).alias("last_g"),
+            F.sum(F.when(ok, F.col("msg_rate_in") + F.col("msg_rate_out"))).alias("rate"),
+            *[F.sum(F.when(ok, F.col(v))).alias(f"sum_{v}") for v in VALUES],
+            *[F.sum(F.when(ok, F.col("u") * F.col(v))).alias(f"u_{v}") for v in VALUES],
+        )
+        .withColumn("avg_rate", F.when(F.col("n") > 0, F.col("rate") / F.col("n")))
+    )
+    rolled = hourly.groupBy("bundle").agg(
+        F.sum("n").alias("n"),
+        F.sum("bad").alias("bad"),
+        F.min("first_ms").alias("first_ms"),
+        *[F.max(c).alias(c) for c in ("last_ms", "last_g")],
+        F.max_by("h", F.struct(F.col("avg_rate"), -F.col("h"))).alias("peak_hour"),
+        F.max("avg_rate").alias("peak_rate"),
+        *[F.sum(f"{kind}_{v}").alias(f"{kind}_{v}") for kind in ("sum", "u") for v in VALUES],
+    )
+    per_bundle = {r["bundle"]: r.asDict() for r in rolled.collect()}
+    numbered.unpersist()
     bad = sum(int(r["bad"]) for r in per_bundle.values())
     stats = {b: r for b, r in per_bundle.items() if b is not None and r["n"] > 0}
     rows = sum(int(r["n"]) for r in stats.values())
     progress(
-        f"read {rows + bad} rows, {bad} bad (skipped), {len(stats)} bundles in {time.monotonic() - t0:.1f} s"
+        f"read {rows + bad} rows, {bad} bad (skipped), {len(stats)} bundles in {time.monotonic() - t1:.1f} s"
     )
     if not stats:
         raise EmptyHistory("no valid bundle rows in the requested range")
     end_ms = max(int(r["last_ms"]) for r in stats.values())
     live = {b for b, r in stats.items() if int(r["last_ms"]) == end_ms}
 
-    # Step 2: which long bundles can take their rank from the global cycle index.
-    t1 = time.monotonic()
-    valid = df.where(good).drop("ok")
-    long_info = [(b, int(r["n"]), int(r["first_ms"]), int(r["last_ms"])) for b, r in stats.items()]
-    long_info = [x for x in long_info if x[1] > LONG_TERM_SAMPLES]
-    weighted: DataFrame | None = None
-    gappy: list[str] = []
-    if long_info:
-        cycles = valid.select("time").distinct()
-        cycles = cycles.withColumn("g", F.row_number().over(Window.orderBy("time")))
-        cycles = F.broadcast(cycles.cache())
-        info = spark.createDataFrame(long_info, "bundle string, n long, first_ms long, last_ms long")
-        info = (
-            info.join(cycles.withColumnsRenamed({"time": "first_ms", "g": "first_g"}), "first_ms")
-            .join(cycles.withColumnsRenamed({"time": "last_ms", "g": "last_g"}), "last_ms")
-            .withColumn("dense", F.col("n") == F.col("last_g") - F.col("first_g") + 1)
-        )
-        info_rows = info.select("bundle", "n", "first_g", "dense").collect()
-        gappy = [r["bundle"] for r in info_rows if not r["dense"]]
-        dense = spark.createDataFrame(
-            [(r["bundle"], r["n"], r["first_g"]) for r in info_rows if r["dense"]],
-            "bundle string, n long, first_g long",
-        )
-        weighted = (
-            valid.join(F.broadcast(dense), "bundle", "left")
-            .join(cycles, "time", "left")
-            .withColumn("w", _weight(F.col("g") - F.col("first_g") + 1, F.col("n")))
-        )
-    progress(
-        f"cycle index: {len(long_info)} bundles past {LONG_TERM_SAMPLES} samples, {len(gappy)} with gaps"
-        f" (ranked by window) in {time.monotonic() - t1:.1f} s"
-    )
-
-    # Step 3: one pass per (bundle, hour of day): rank weights for Pulsar's window, hourly rates for the peak.
     t2 = time.monotonic()
-    hour = (F.floor(F.col("time") / 3_600_000) % 24).cast("int")
-    base = weighted if weighted is not None else valid.withColumn("w", F.lit(None).cast("double"))
-    parts = base.select(
-        "bundle",
-        hour.alias("h"),
-        F.lit(1).alias("c"),
-        (F.col("msg_rate_in") + F.col("msg_rate_out")).alias("r"),
-        *[(F.col("w") * F.col(v)).alias(f"w_{v}") for v in VALUES],
+    windowed = [
+        b for b, r in stats.items() if r["n"] > m and not (closed_form and _from_first_cycle(r, first_ms))
+    ]
+    if windowed:
+        for r in _window_sums(df.where(ok & F.col("bundle").isin(windowed))).collect():
+            stats[r["bundle"]].update({f"w_{v}": r[f"w_{v}"] for v in VALUES})
+    progress(
+        f"{sum(1 for r in stats.values() if r['n'] > m)} bundles past {m} samples, {len(windowed)} of them"
+        f" ranked by a window in {time.monotonic() - t2:.1f} s"
     )
-    if gappy:
-        ranked = valid.where(F.col("bundle").isin(gappy))
-        n_col = F.count(F.lit(1)).over(Window.partitionBy("bundle"))
-        rank = F.row_number().over(Window.partitionBy("bundle").orderBy("time"))
-        ranked = ranked.withColumn("w", _weight(rank, n_col))
-        parts = parts.unionByName(
-            ranked.select(
-                "bundle",
-                hour.alias("h"),
-                F.lit(0).alias("c"),
-                F.lit(0.0).alias("r"),
-                *[(F.col("w") * F.col(v)).alias(f"w_{v}") for v in VALUES],
-            )
+    if with_p95:
+        t3 = time.monotonic()
+        p95 = (
+            df.where(ok)
+            .groupBy("bundle")
+            .agg(*[F.percentile_approx(v, 0.95, PERCENTILE_ACCURACY).alias(f"p95_{v}") for v in VALUES])
         )
-    hourly = parts.groupBy("bundle", "h").agg(
-        F.sum("c").alias("c"), F.sum("r").alias("r"), *[F.sum(f"w_{v}").alias(f"w_{v}") for v in VALUES]
-    )
-    hourly = hourly.withColumn("avg_r", F.when(F.col("c") > 0, F.col("r") / F.col("c")))
-    rolled = hourly.groupBy("bundle").agg(
-        F.max_by("h", F.struct(F.col("avg_r"), -F.col("h"))).alias("peak_hour"),
-        F.max("avg_r").alias("peak_rate"),
-        *[F.sum(f"w_{v}").alias(f"w_{v}") for v in VALUES],
-    )
-    results: dict[str, BundleLongTerm] = {}
-    for r in rolled.collect():
-        s = stats[r["bundle"]]
-        results[r["bundle"]] = _assemble(r["bundle"], s, r.asDict())
-    if long_info:
-        cycles.unpersist()
-    progress(f"long-term figures for {len(results)} bundles in {time.monotonic() - t2:.1f} s")
+        for r in p95.collect():
+            stats[r["bundle"]].update({k: r[k] for k in r.asDict() if k != "bundle"})
+        progress(f"p95 for {len(stats)} bundles in {time.monotonic() - t3:.1f} s")
+    results = {b: _assemble(b, r, total_cycles) for b, r in stats.items()}
     return results, rows, bad, live
 
 
-def _weight(rank: Column, n: Column) -> Column:
-    """:func:`balancer.longterm.closed_form_weight` as a column expression (null rank: no weight)."""
+def _from_first_cycle(r: dict[str, Any], first_ms: int) -> bool:
+    """Present in every cycle from the range's first one: its rank is its global cycle number."""
+    return bool(r["first_ms"] == first_ms and r["last_g"] == r["n"])
+
+
+def _window_sums(rows: DataFrame) -> DataFrame:
+    """Exact rank weights for arbitrary bundles (sorts their rows; used only where the closed form cannot)."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     m = LONG_TERM_SAMPLES
-    decay = 1.0 - 1.0 / m
-    return F.pow(F.lit(decay), (n - F.greatest(rank, F.lit(m))).cast("double")) / m
+    n = F.count(F.lit(1)).over(Window.partitionBy("bundle"))
+    rank = F.row_number().over(Window.partitionBy("bundle").orderBy("time"))
+    w = F.pow(F.lit(DECAY), (n - F.greatest(rank, F.lit(m))).cast("double")) / m
+    weighted = rows.withColumn("w", w)
+    return weighted.groupBy("bundle").agg(*[F.sum(F.col("w") * F.col(v)).alias(f"w_{v}") for v in VALUES])
 
 
-def _assemble(bundle: str, s: dict[str, Any], r: dict[str, Any]) -> BundleLongTerm:
+def _assemble(bundle: str, s: dict[str, Any], total_cycles: int) -> BundleLongTerm:
+    m = LONG_TERM_SAMPLES
     n = int(s["n"])
     mean = tuple(float(s[f"sum_{v}"]) / n for v in VALUES)
-    # below the cap Pulsar's window is the exact mean
-    window = mean if n <= LONG_TERM_SAMPLES else tuple(float(r[f"w_{v}"]) for v in VALUES)
+    if n <= m:
+        window = mean  # below the cap Pulsar's window is the exact mean
+    elif "w_msg_rate_in" in s:
+        window = tuple(float(s[f"w_{v}"]) for v in VALUES)
+    else:
+        # rank == g: sample weight r**(n-max(g,M))/M == r**(n-G) * u_g / M
+        window = tuple(DECAY ** (n - total_cycles) * float(s[f"u_{v}"]) / m for v in VALUES)
     pulsar = TimeAverageMessageData(
-        max_samples=LONG_TERM_SAMPLES,
-        num_samples=min(n, LONG_TERM_SAMPLES),
+        max_samples=m,
+        num_samples=min(n, m),
         msg_rate_in=window[0],
         msg_rate_out=window[1],
         msg_throughput_in=window[2],
         msg_throughput_out=window[3],
     )
-    p95 = tuple(float(s[f"p95_{v}"]) for v in VALUES)
+    p95 = tuple(float(s[f"p95_{v}"]) for v in VALUES) if "p95_msg_rate_in" in s else None
     return BundleLongTerm(
         bundle=bundle,
         samples=n,
@@ -307,9 +307,9 @@ def _assemble(bundle: str, s: dict[str, Any], r: dict[str, Any]) -> BundleLongTe
         last_ms=int(s["last_ms"]),
         pulsar=pulsar,
         mean=(mean[0], mean[1], mean[2], mean[3]),
-        p95=(p95[0], p95[1], p95[2], p95[3]),
-        peak_hour=int(r["peak_hour"]),
-        peak_hour_msg_rate=float(r["peak_rate"]),
+        p95=(p95[0], p95[1], p95[2], p95[3]) if p95 else None,
+        peak_hour=int(s["peak_hour"]),
+        peak_hour_msg_rate=float(s["peak_rate"]),
     )
 
 
@@ -395,7 +395,8 @@ def run(
 
     spark = spark or build_spark(options.master)
     raw = read_range(spark, options.history, "bundles", options.start_ms, options.end_ms)
-    bundles, rows, bad, live = compute_bundles(spark, raw, say)
+    with_p95 = options.p95 or options.mode == "p95"
+    bundles, rows, bad, live = compute_bundles(spark, raw, say, with_p95)
     t = time.monotonic()
     capacity, bad_brokers = compute_capacity(spark, options.history, options.start_ms, options.end_ms)
     took = time.monotonic() - t
@@ -428,7 +429,7 @@ def write_results(spark: SparkSession, out: str, result: JobResult) -> None:
                 r.pulsar.msg_throughput_in,
                 r.pulsar.msg_throughput_out,
                 *r.mean,
-                *r.p95,
+                *(r.p95 or (None, None, None, None)),
                 r.peak_hour,
                 r.peak_hour_msg_rate,
                 lt.msg_rate_in,
@@ -483,6 +484,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="Compute and write results, leave ZooKeeper alone")
     p.add_argument("--master", default="local[*]", help="Spark master: local[*] (default) or a cluster URL")
     p.add_argument(
+        "--p95", action="store_true", help="Also compute p95 figures (slower; implied by --mode p95)"
+    )
+    p.add_argument(
         "--mode", choices=MODES, default="pulsar", help="What becomes longTermData (default pulsar)"
     )
 
@@ -500,6 +504,7 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
         dry_run=args.dry_run,
         master=args.master,
         mode=args.mode,
+        p95=args.p95,
     )
 
 

@@ -92,8 +92,8 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
               "msg_throughput_out": 1.0, "topics": 1, "producers": 0, "consumers": 0}  # fmt: skip
     bad = pa.Table.from_pylist(
         [
-            {**common, "time": T0 + 5, "bundle": None},
-            {**common, "time": T0 + 6, "bundle": DENSE, "msg_rate_out": None},
+            {**common, "time": T0 + 5 * STEP_MS, "bundle": None},
+            {**common, "time": T0 + 6 * STEP_MS, "bundle": DENSE, "msg_rate_out": None},
         ],
         schema=BUNDLE_SCHEMA,
     )
@@ -157,12 +157,13 @@ def test_job_matches_reference_and_merges_into_zookeeper(
     out = tmp_path / "out"
     hosts, chroot = zk_chroot_hosts.split("/", 1)
     span = ["--from", "2024-03-09T19:00:00Z", "--to", "2024-03-10T16:40:00Z"]
-    args = _args(
-        "--history", history.as_uri(), *span, "--out", str(out), "--zk", hosts, "--chroot", "/" + chroot
-    )
+    zk = ["--zk", hosts, "--chroot", "/" + chroot]
+    args = _args("--history", history.as_uri(), *span, "--out", str(out), "--p95", *zk)
     assert execute(args, spark) == EXIT_OK
     err = capsys.readouterr().err
     assert f"{expected_bad} bad (skipped)" in err, err
+    # DENSE takes the closed form (rank = cycle number); GAPPY and NOISY miss cycles and need the window
+    assert "3 bundles past 1000 samples, 2 of them ranked by a window" in err, err
     assert "zookeeper: 1 updated, 3 created, 1 skipped" in err, err
 
     got_rows = ds.dataset(str(out / "bundles"), format="parquet").to_table().to_pylist()
