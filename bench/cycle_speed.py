@@ -21,6 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import balancer.cycle as cycle  # noqa: E402
 import balancer.sim.engine as engine  # noqa: E402
 from balancer.models import LoadData  # noqa: E402
 from balancer.sim.scenarios import Scenario  # noqa: E402
@@ -63,10 +64,26 @@ def read_and_sort(load: LoadData) -> float:
 
 def measure(label: str) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
-    original = engine.plan_shedding_cycle
+    original, shed, select = engine.plan_shedding_cycle, cycle.shed, cycle.select_broker
+    parts = {"shed": 0.0, "place": 0.0}
+
+    def timed_shed(*args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return shed(*args)
+        finally:
+            parts["shed"] += time.perf_counter() - t0
+
+    def timed_select(*args: Any, **kw: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return select(*args, **kw)
+        finally:
+            parts["place"] += time.perf_counter() - t0
 
     def timed(load: LoadData, *args: Any) -> Any:
         floor = min(read_and_sort(load) for _ in range(3))
+        parts.update(shed=0.0, place=0.0)
         t0 = time.perf_counter()
         plan = original(load, *args)
         rows.append(
@@ -77,15 +94,17 @@ def measure(label: str) -> dict[str, Any]:
                 "moves": len(plan.moves),
                 "brokers": len(load.broker_data),
                 "bundles": len(load.bundle_data),
+                **parts,
             }
         )
         return plan
 
     engine.plan_shedding_cycle = timed  # type: ignore[assignment]
+    cycle.shed, cycle.select_broker = timed_shed, timed_select  # type: ignore[assignment]
     try:
         engine.simulate(Scenario.from_dict(SCENARIO), engine.PAIRS[label], 1)
     finally:
-        engine.plan_shedding_cycle = original
+        engine.plan_shedding_cycle, cycle.shed, cycle.select_broker = original, shed, select
     busiest = max(rows, key=lambda r: (r["moves"], r["cycle"]))
     return {"pair": label, **busiest, "ratio": busiest["seconds"] / busiest["floor"], "all": rows}
 
@@ -100,13 +119,14 @@ def render(results: list[dict[str, Any]]) -> str:
         " empty), against the floor of reading every broker's usage and every bundle's short-term"
         " traffic and sorting them, measured on the same `LoadData` in the same run (best of 3).",
         "",
-        "| pair | brokers | bundles | moves | cycle, s | floor, s | cycle / floor |",
-        "|---|---|---|---|---|---|---|",
+        "| pair | brokers | bundles | moves | cycle, s | shedding, s | destinations, s | floor, s"
+        " | cycle / floor |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['pair']} | {r['brokers']} | {r['bundles']:,} | {r['moves']:,} | {r['seconds']:.3f} |"
-            f" {r['floor']:.3f} | {r['ratio']:.2f}x |"
+            f" {r['shed']:.3f} | {r['place']:.3f} | {r['floor']:.3f} | {r['ratio']:.2f}x |"
         )
     return "\n".join(lines) + "\n"
 

@@ -109,6 +109,47 @@ def plot(name: str, cells: list[dict[str, Any]]) -> None:
     plt.close(fig)
 
 
+def claims(by: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+    """The issue's Must-show list, each with the numbers it rests on and PASS/FAIL."""
+    out: list[str] = []
+
+    def q(name: str) -> Any:
+        c = by.get((name, OURS))
+        return None if c is None else c["q"]
+
+    def check(ok: bool, text: str) -> None:
+        out.append(f"- {'PASS' if ok else 'FAIL'}: {text}")
+
+    for name in ("periodic_jitter", "cpu_spike", "seed_traffic_surge"):
+        x = q(name)
+        if x is not None:
+            check(
+                x.jitter_unloads == 0 and x.unloads == 0,
+                f"{name}: {x.unloads} unloads, {x.jitter_unloads} caused by jitter (want 0)",
+            )
+    x = q("scale_out")
+    if x is not None:
+        check(
+            x.cycles_to_balanced is not None and x.cycles_to_balanced <= 3 and x.final_rate_ratio <= 1.25,
+            f"scale_out: balanced after {fmt(x.cycles_to_balanced)} shedding cycle(s), final msg-rate"
+            f" max/min {x.final_rate_ratio:.2f} (want <= 3 and <= 1.25)",
+        )
+    x = q("heterogeneous")
+    if x is not None:
+        check(
+            x.uphill_moves == 0,
+            f"heterogeneous: {x.uphill_moves} moves from a less to a more utilised broker",
+        )
+    ratios = {n: q(n).moved_vs_lower_bound for n, _ in by if n and q(n) is not None}
+    worst = max((v for v in ratios.values() if v is not None), default=0.0)
+    check(
+        worst <= 1.3,
+        "moved traffic / lower bound <= 1.3 in every scenario (worst "
+        f"{worst:.2f}: " + ", ".join(f"{n} {fmt(v)}" for n, v in sorted(ratios.items())) + ")",
+    )
+    return out
+
+
 def render(cells: list[dict[str, Any]], seed: int, wall: float) -> str:
     by = {(c["scenario"], c["strategy"]): c for c in cells}
     scenarios = sorted({c["scenario"] for c in cells}, key=lambda n: scenario_names().index(n))
@@ -149,6 +190,7 @@ def render(cells: list[dict[str, Any]], seed: int, wall: float) -> str:
                 f"- **{name}**: better on {', '.join(better) or 'nothing'}; "
                 f"worse on {', '.join(worse) or 'nothing'}."
             )
+    lines += ["", f"### Claims for {OURS}, checked on this run", "", *claims(by), ""]
     lines += [
         "",
         f"### {OURS} against {BASE}, metric by metric",
