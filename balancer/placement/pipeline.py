@@ -47,6 +47,24 @@ class PipelineCache:
         self._usage: dict[str, float] = {}
         self.filtered: dict[tuple[str, bool], tuple[list[str], list[str], list[Explanation]]] = {}
         self.filtered_sets: dict[tuple[str, bool], frozenset[str]] = {}
+        self.max_topics_memo: dict[int, tuple[list[str], list[str], Explanation]] = {}
+        self._other_class: dict[str, LoadData] = {}
+
+    def other_class_view(self, this_class: str) -> LoadData:
+        """Load data restricted to the brokers whose load manager class is not ``this_class``."""
+        view = self._other_class.get(this_class)
+        if view is None:
+            view = LoadData.model_construct(
+                broker_data={
+                    b: d
+                    for b, d in self.load.broker_data.items()
+                    if d.local_data.load_manager_class_name != this_class
+                },
+                bundle_data={},
+                recently_unloaded_bundles={},
+            )
+            self._other_class[this_class] = view
+        return view
 
     def policy_set(self, namespace: str, bundle: str) -> f.Filtered:
         # P depends on the namespace only through the isolation policy that applies to it.
@@ -105,7 +123,12 @@ def _filter_chain(
     """Policy set, then the filters with their fallbacks: (policy set, candidates, steps)."""
     policy, step = c.policy_set(namespace, bundle)
     steps = [step]
-    cands, step = f.max_topics_filter(policy, c.topic_counts(), config.loadBalancerBrokerMaxTopics)
+    # The max-topics filter depends only on the policy set, which is shared by many namespaces.
+    topics = c.max_topics_memo.get(id(policy))
+    if topics is None or topics[0] is not policy:
+        topics = (policy, *f.max_topics_filter(policy, c.topic_counts(), config.loadBalancerBrokerMaxTopics))
+        c.max_topics_memo[id(policy)] = topics
+    cands, step = topics[1], topics[2]
     steps.append(step)
     group = ctx.anti_affinity_groups.get(namespace)
     if group is not None:
@@ -118,7 +141,9 @@ def _filter_chain(
         steps.append(step)
     this_class = ctx.this_load_manager_class or config.loadManagerClassName
     try:
-        cands, step = f.load_manager_class_filter(cands, load, this_class)
+        # Same result as filtering on the full load data: brokers absent from the view are kept,
+        # and the view holds exactly the brokers that run another class (built once per cycle).
+        cands, step = f.load_manager_class_filter(cands, c.other_class_view(this_class), this_class)
         steps.append(step)
         if config.preferLaterVersions:
             cands, step, _ = f.broker_version_filter(cands, load)
