@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -69,7 +70,7 @@ class JobOptions:
     zk: str | None = None
     chroot: str | None = None
     dry_run: bool = False
-    master: str = "local[*]"
+    master: str | None = None  # None: spark-submit's --master, else local[*]
     mode: str = "pulsar"
     p95: bool = False  # also compute p95 (always on with mode p95)
 
@@ -88,16 +89,28 @@ class JobResult:
 # ---- Spark session and input ---------------------------------------------------------------------------
 
 
-def build_spark(master: str = "local[*]", conf: dict[str, str] | None = None) -> SparkSession:
+def build_spark(master: str | None = "local[*]", conf: dict[str, str] | None = None) -> SparkSession:
+    """A session on ``master``; with None, the master spark-submit was given (else ``local[*]``)."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName("loadmgr-longterm")
+    builder = SparkSession.builder.appName("loadmgr-longterm")
+    # spark-submit hands its Python driver a gateway; its --master must not be overridden by a default.
+    if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or "local[*]")
     settings = {"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false"}
     settings.update(conf or {})
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    try:  # the cycle index is numbered in one partition on purpose (it holds one row per cycle)
+        jvm: Any = spark.sparkContext._jvm
+        level = jvm.org.apache.logging.log4j.Level.ERROR
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            "org.apache.spark.sql.execution.window.WindowExec", level
+        )
+    except Exception:
+        log.debug("could not quieten WindowExec's single-partition warning", exc_info=True)
     return spark
 
 
@@ -185,52 +198,53 @@ def compute_bundles(
     m = LONG_TERM_SAMPLES
     t0 = time.monotonic()
     df = raw.select("bundle", "time", *VALUES).withColumn("ok", valid_bundle_row())
-    numbered = df.where(F.col("time").isNotNull()).select("time").distinct()
-    numbered = numbered.withColumn("g", F.row_number().over(Window.orderBy("time"))).cache()
-    total_cycles = numbered.count()
-    progress(f"cycle index: {total_cycles} distinct cycle times in {time.monotonic() - t0:.1f} s")
+    # One cheap pass over the time column: the cycle index, and the row count invalid rows are derived from.
+    per_time = df.groupBy("time").agg(F.count(F.lit(1)).alias("rows")).cache()
+    totals = per_time.agg(F.sum("rows"), F.count("time"), F.min("time")).first()
+    total_rows, total_cycles = (int(totals[0] or 0), int(totals[1] or 0)) if totals else (0, 0)
+    first_ms = int(totals[2]) if totals and totals[2] is not None else -1
+    took = time.monotonic() - t0
+    progress(f"cycle index: {total_cycles} distinct cycle times, {total_rows} rows in {took:.1f} s")
     if total_cycles == 0:
-        numbered.unpersist()
+        per_time.unpersist()
         raise EmptyHistory("no valid bundle rows in the requested range")
     # Past ~700k cycles r**(G-g) leaves the double range; such ranges take the exact window path.
     closed_form = total_cycles <= MAX_CLOSED_FORM_CYCLES
-    first_ms = numbered.where(F.col("g") == 1).first()["time"]  # type: ignore[index]
+    numbered = per_time.where(F.col("time").isNotNull()).select("time")
+    numbered = numbered.withColumn("g", F.row_number().over(Window.orderBy("time")))
     u = F.pow(F.lit(DECAY), (F.lit(total_cycles) - F.greatest(F.col("g"), F.lit(m))).cast("double"))
     cycles = numbered.withColumn("u", u)
 
     t1 = time.monotonic()
     ok = F.col("ok")
     hourly = (
-        df.join(F.broadcast(cycles), "time", "left")
+        df.where(ok)
+        .join(F.broadcast(cycles), "time")
         .groupBy("bundle", (F.floor(F.col("time") / 3_600_000) % 24).cast("int").alias("h"))
         .agg(
-            F.count(F.when(ok, 1)).alias("n"),
-            F.count(F.when(~ok, 1)).alias("bad"),
-            F.min(F.when(ok, F.col("time"))).alias("first_ms"),
-            F.max(F.when(ok, F.col("time"))).alias("last_ms"),
-            F.max(F.when(ok, F.col("g"))).alias("last_g"),
-            F.sum(F.when(ok, F.col("msg_rate_in") + F.col("msg_rate_out"))).alias("rate"),
-            *[F.sum(F.when(ok, F.col(v))).alias(f"sum_{v}") for v in VALUES],
-            *[F.sum(F.when(ok, F.col("u") * F.col(v))).alias(f"u_{v}") for v in VALUES],
+            F.count(F.lit(1)).alias("n"),
+            F.min("time").alias("first_ms"),
+            F.max("time").alias("last_ms"),
+            F.max("g").alias("last_g"),
+            F.sum(F.col("msg_rate_in") + F.col("msg_rate_out")).alias("rate"),
+            *[F.sum(v).alias(f"sum_{v}") for v in VALUES],
+            *[F.sum(F.col("u") * F.col(v)).alias(f"u_{v}") for v in VALUES],
         )
-        .withColumn("avg_rate", F.when(F.col("n") > 0, F.col("rate") / F.col("n")))
     )
     rolled = hourly.groupBy("bundle").agg(
         F.sum("n").alias("n"),
-        F.sum("bad").alias("bad"),
         F.min("first_ms").alias("first_ms"),
         *[F.max(c).alias(c) for c in ("last_ms", "last_g")],
-        F.max_by("h", F.struct(F.col("avg_rate"), -F.col("h"))).alias("peak_hour"),
-        F.max("avg_rate").alias("peak_rate"),
+        F.max_by("h", F.struct(F.col("rate") / F.col("n"), -F.col("h"))).alias("peak_hour"),
+        F.max(F.col("rate") / F.col("n")).alias("peak_rate"),
         *[F.sum(f"{kind}_{v}").alias(f"{kind}_{v}") for kind in ("sum", "u") for v in VALUES],
     )
-    per_bundle = {r["bundle"]: r.asDict() for r in rolled.collect()}
-    numbered.unpersist()
-    bad = sum(int(r["bad"]) for r in per_bundle.values())
-    stats = {b: r for b, r in per_bundle.items() if b is not None and r["n"] > 0}
+    stats = {r["bundle"]: r.asDict() for r in rolled.collect()}
+    per_time.unpersist()
     rows = sum(int(r["n"]) for r in stats.values())
+    bad = total_rows - rows
     progress(
-        f"read {rows + bad} rows, {bad} bad (skipped), {len(stats)} bundles in {time.monotonic() - t1:.1f} s"
+        f"read {total_rows} rows, {bad} bad (skipped), {len(stats)} bundles in {time.monotonic() - t1:.1f} s"
     )
     if not stats:
         raise EmptyHistory("no valid bundle rows in the requested range")
@@ -482,7 +496,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--zk", help="ZooKeeper hosts to merge longTermData into (required unless --dry-run)")
     p.add_argument("--chroot", help="ZooKeeper chroot, e.g. /pulsar")
     p.add_argument("--dry-run", action="store_true", help="Compute and write results, leave ZooKeeper alone")
-    p.add_argument("--master", default="local[*]", help="Spark master: local[*] (default) or a cluster URL")
+    p.add_argument(
+        "--master",
+        help="Spark master: local[*] (default; under spark-submit, its own --master) or a cluster URL",
+    )
     p.add_argument(
         "--p95", action="store_true", help="Also compute p95 figures (slower; implied by --mode p95)"
     )

@@ -18,6 +18,8 @@ def register(sub: Any) -> None:
         help="Recompute long-term bundle data and broker capacity from the load history (Spark)",
         description="Reads a time range of the history, computes per-bundle long-term traffic and per-broker "
         "capacity, writes them as Parquet and merges longTermData into /loadbalance/bundle-data.",
+        epilog="Exit codes: 0 done, 2 bad arguments, 3 history range missing or empty,"
+        " 4 ZooKeeper unreachable.",
     )
     add_arguments(p)
     p.set_defaults(func=_run)
