@@ -186,9 +186,12 @@ def render(cells: list[dict[str, Any]], seed: int, wall: float) -> str:
             worse = [h for k, h in METRICS if compare(getattr(o["q"], k), getattr(b["q"], k)) > 0]
             better_total += len(better)
             worse_total += len(worse)
+            note = ""
+            if b["q"].cycles_to_balanced is None and o["q"].cycles_to_balanced is not None:
+                note = f" ({BASE} never balanced here: its lower move counts are the cost of not balancing.)"
             verdicts.append(
                 f"- **{name}**: better on {', '.join(better) or 'nothing'}; "
-                f"worse on {', '.join(worse) or 'nothing'}."
+                f"worse on {', '.join(worse) or 'nothing'}.{note}"
             )
     lines += ["", f"### Claims for {OURS}, checked on this run", "", *claims(by), ""]
     lines += [
