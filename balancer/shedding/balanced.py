@@ -32,10 +32,10 @@ from balancer.shedding.base import SheddingResult
 from balancer.shedding.selection import ResultBuilder
 
 CAPACITY_SMOOTHING = 0.3  # weight of the newest capacity sample
-# Traffic unit: one msg/s plus 10 KiB/s (per-message work dominates a broker's CPU for typical
+# Traffic unit: one msg/s plus 6 KiB/s (per-message work dominates a broker's CPU for typical
 # messages). Fixed, not relative to the cluster's totals, so that capacity estimates stay
 # comparable across cycles when brokers join or traffic grows.
-BYTES_PER_UNIT = 10 * 1024.0
+BYTES_PER_UNIT = 6 * 1024.0
 OUTLIER = 0.25  # a capacity sample this far from the estimate is held back as a possible spike
 SAME_HARDWARE = 0.15  # capacity estimates this close to the median are noise, not different hardware
 MIN_UTIL = 1.0  # below this (points) a broker's traffic says nothing about its capacity
