@@ -76,3 +76,34 @@ def test_scale_in_places_every_orphan() -> None:
     r = simulate(load_scenario("scale_in", scale=0.1, cycles=4), PAIRS["BalancedShedder"], 1)
     assert r.placements == 2 * 50  # two brokers leave with 50 bundles each
     assert len(r.cycles[-1].brokers) == 8
+
+
+def test_simulate_command_writes_quality_json(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from service.cli import main
+
+    out = tmp_path / "q.json"
+    rc = main(
+        [
+            "simulate",
+            "--scenario",
+            "seed_90_10",
+            "--strategy",
+            "BalancedShedder",
+            "--seed",
+            "2",
+            "--cycles",
+            "5",
+            "--out",
+            str(out),
+            "--series",
+        ]
+    )
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert data["quality"]["scenario"] == "seed_90_10"
+    assert data["quality"]["strategy"] == "BalancedShedder"
+    assert len(data["series"]) == 5
+    assert main(["simulate", "--list"]) == 0
+    assert "scale_out" in capsys.readouterr().out
