@@ -5,9 +5,10 @@ Layout under the sink's URI (Hive-style partitions any Spark or pyarrow reader u
     bundles/date=YYYY-MM-DD/hour=HH/part-<uuid>.parquet
     brokers/date=YYYY-MM-DD/hour=HH/part-<uuid>.parquet
 
-``append_cycle`` only snapshots the figures into plain tuples and queues them; one background thread
-does the Parquet I/O, so a slow or failing disk never delays a shedding cycle. When the queue is full
-the cycle is dropped and counted rather than blocking the leader. Each file is written under a hidden
+``append_cycle`` only takes cheap copies (each broker's usage and its ``lastStats`` mapping) and queues
+them; one background thread builds the rows and does the Parquet I/O, so a slow or failing disk never
+delays a shedding cycle. When the queue is full the cycle is dropped and counted rather than blocking
+the leader. Each file is written under a hidden
 name (leading ``_``, which Spark and pyarrow skip) in its final directory and then renamed, so a
 reader never sees a half-written file.
 
@@ -105,11 +106,32 @@ def partition_of(now_ms: int) -> tuple[str, str]:
     return t.strftime("%Y-%m-%d"), t.strftime("%H")
 
 
-def bundle_rows(now_ms: int, load: LoadData, owners: Mapping[str, str]) -> list[tuple[Any, ...]]:
+# What the leader thread copies per broker: its usage figures and its ``lastStats`` mapping. The mapping is
+# copied (C speed); the stats objects are shared, because a report replaces them rather than mutating them.
+BrokerSnapshot = tuple[str, tuple[float, ...], dict[str, NamespaceBundleStats]]
+
+
+def snapshot(load: LoadData) -> list[BrokerSnapshot]:
+    out: list[BrokerSnapshot] = []
+    for broker, data in load.broker_data.items():
+        d = data.local_data
+        usage: tuple[float, ...] = (
+            d.cpu.usage, d.cpu.limit, d.memory.usage, d.memory.limit,
+            d.direct_memory.usage, d.direct_memory.limit,
+            d.bandwidth_in.usage, d.bandwidth_in.limit, d.bandwidth_out.usage, d.bandwidth_out.limit,
+            d.msg_rate_in, d.msg_rate_out, d.msg_throughput_in, d.msg_throughput_out,
+        )  # fmt: skip
+        out.append((broker, usage, dict(d.last_stats)))
+    return out
+
+
+def bundle_rows(
+    now_ms: int, brokers: list[BrokerSnapshot], owners: Mapping[str, str]
+) -> list[tuple[Any, ...]]:
     """One row per bundle listed in any broker's latest stats (the owner's figures win)."""
     chosen: dict[str, tuple[str, NamespaceBundleStats]] = {}
-    for broker in sorted(load.broker_data):
-        for bundle, stats in load.broker_data[broker].local_data.last_stats.items():
+    for broker, _, last_stats in sorted(brokers, key=lambda b: b[0]):
+        for bundle, stats in last_stats.items():
             if bundle not in chosen or owners.get(bundle) == broker:
                 chosen[bundle] = (broker, stats)
     rows = []
@@ -124,20 +146,8 @@ def bundle_rows(now_ms: int, load: LoadData, owners: Mapping[str, str]) -> list[
     return rows
 
 
-def broker_rows(now_ms: int, load: LoadData) -> list[tuple[Any, ...]]:
-    rows = []
-    for broker, data in load.broker_data.items():
-        d = data.local_data
-        rows.append(
-            (
-                now_ms, broker,
-                d.cpu.usage, d.cpu.limit, d.memory.usage, d.memory.limit,
-                d.direct_memory.usage, d.direct_memory.limit,
-                d.bandwidth_in.usage, d.bandwidth_in.limit, d.bandwidth_out.usage, d.bandwidth_out.limit,
-                d.msg_rate_in, d.msg_rate_out, d.msg_throughput_in, d.msg_throughput_out,
-            )
-        )  # fmt: skip
-    return rows
+def broker_rows(now_ms: int, brokers: list[BrokerSnapshot]) -> list[tuple[Any, ...]]:
+    return [(now_ms, broker, *usage) for broker, usage, _ in brokers]
 
 
 @dataclass
@@ -180,7 +190,8 @@ class HistorySink:
                 self.stats.cycles_stale += 1
                 return
             self._last_ms = now_ms
-        item = (now_ms, bundle_rows(now_ms, load, owners), broker_rows(now_ms, load))
+        # Only cheap copies here; turning them into rows is the writer thread's work.
+        item = (now_ms, snapshot(load), dict(owners))
         try:
             self._queue.put_nowait(item)
         except queue.Full:
@@ -223,10 +234,10 @@ class HistorySink:
     def _write_cycles(self, cycles: list[Any]) -> None:
         # Group every queued cycle by partition so a backlog becomes one file per hour, not per cycle.
         groups: dict[tuple[str, str, str], list[tuple[Any, ...]]] = defaultdict(list)
-        for now_ms, bundles, brokers in cycles:
+        for now_ms, brokers, owners in cycles:
             date, hour = partition_of(now_ms)
-            groups[("bundles", date, hour)].extend(bundles)
-            groups[("brokers", date, hour)].extend(brokers)
+            groups[("bundles", date, hour)].extend(bundle_rows(now_ms, brokers, owners))
+            groups[("brokers", date, hour)].extend(broker_rows(now_ms, brokers))
         for (dataset, date, hour), rows in groups.items():
             if not rows:
                 continue
