@@ -151,3 +151,28 @@ def test_file_uri_and_bad_uri(tmp_path: Path) -> None:
         resolve_filesystem("nosuchscheme://bucket/x")
     with pytest.raises(InvalidInput, match="history uri"):
         HistorySink("")
+
+
+def test_cycle_is_snapshotted_at_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = threading.Event()
+    sink = HistorySink(str(tmp_path))
+    real = sink._write_cycles
+
+    def held(cycles: list[Any]) -> None:
+        gate.wait(10)
+        real(cycles)
+
+    monkeypatch.setattr(sink, "_write_cycles", held)
+    load = _load(10.0)
+    owners = dict(OWNERS)
+    sink.append_cycle(T0, load, owners)
+    # the leader moves on before the writer runs: a new report and an ownership change
+    load.broker_data["b1"].local_data.last_stats = {}
+    load.broker_data["b1"].local_data.cpu = ResourceUsage(usage=99, limit=100)
+    owners.clear()
+    gate.set()
+    sink.close()
+    bundles = _read(tmp_path, "bundles")
+    assert len(bundles) == 2
+    assert {r["owner"] for r in bundles} == {"b1"}
+    assert next(r for r in _read(tmp_path, "brokers") if r["broker"] == "b1")["cpu_usage"] == 40.0
