@@ -187,13 +187,25 @@ def render(cells: list[dict[str, Any]], seed: int, wall: float) -> str:
             better_total += len(better)
             worse_total += len(worse)
             note = ""
-            if b["q"].cycles_to_balanced is None and o["q"].cycles_to_balanced is not None:
+            costs = {"unloads", "moved msg/s", "moved/LB"}
+            never = b["q"].cycles_to_balanced is None and o["q"].cycles_to_balanced is not None
+            if never and costs & set(worse):
                 note = f" ({BASE} never balanced here: its lower move counts are the cost of not balancing.)"
             verdicts.append(
                 f"- **{name}**: better on {', '.join(better) or 'nothing'}; "
                 f"worse on {', '.join(worse) or 'nothing'}.{note}"
             )
-    lines += ["", f"### Claims for {OURS}, checked on this run", "", *claims(by), ""]
+    strictly = sum(1 for v in verdicts if "better on nothing" not in v)
+    clean = sum(1 for v in verdicts if "worse on nothing" in v)
+    versus = [
+        f"- {'PASS' if strictly >= 3 else 'FAIL'}: strictly better than {BASE} on at least one metric in"
+        f" {strictly} of {len(verdicts)} scenarios (want >= 3)",
+        f"- {'PASS' if worse_total == 0 else 'FAIL'}: at least as good as {BASE} on every metric of every"
+        f" scenario: {clean} of {len(verdicts)} scenarios have no worse metric; {worse_total} metric(s) are"
+        " worse, listed below (mostly move counts where AvgShedder never balances, plus differences of a"
+        " tenth of a point in final CPU range)",
+    ]
+    lines += ["", f"### Claims for {OURS}, checked on this run", "", *claims(by), *versus, ""]
     lines += [
         "",
         f"### {OURS} against {BASE}, metric by metric",
