@@ -224,7 +224,13 @@ class EmbeddedZooKeeper:
         log_level: str = "INFO",
         heap_mb: int = 256,
         stop_grace: float = 5.0,
+        port: int | None = None,
+        data_dir: Path | str | None = None,
     ) -> None:
+        # A fixed port or data dir is for operators running `loadmgr zookeeper`; tests use free
+        # ports and throw-away data so that parallel runs never collide.
+        self._fixed_port = port
+        self._data_dir = Path(data_dir) if data_dir is not None else None
         self._tick_time_ms = tick_time_ms
         self._min_session_timeout_ms = min_session_timeout_ms
         self._max_session_timeout_ms = max_session_timeout_ms
@@ -365,8 +371,8 @@ class EmbeddedZooKeeper:
     # -- internals ----------------------------------------------------------------
 
     def _write_config(self, tmpdir: Path, port: int) -> Path:
-        data_dir = tmpdir / "data"
-        data_dir.mkdir()
+        data_dir = self._data_dir or tmpdir / "data"
+        data_dir.mkdir(parents=True, exist_ok=True)
         cfg = tmpdir / "zoo.cfg"
         cfg.write_text(
             "\n".join(
@@ -415,7 +421,7 @@ class EmbeddedZooKeeper:
 
     def _start_once(self, java: str, jars: list[Path], deadline: float) -> str:
         tmpdir = Path(tempfile.mkdtemp(prefix="loadmgr-zk-"))
-        port = _free_port()
+        port = self._fixed_port or _free_port()
         cfg = self._write_config(tmpdir, port)
         self._tmpdir = tmpdir
         # A file, never a PIPE: nobody drains the pipe, and a full one would block

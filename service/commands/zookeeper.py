@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import signal
 import threading
 from typing import Any
@@ -19,19 +18,10 @@ def register(sub: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from service.zk_launcher import EmbeddedZooKeeper
 
-    params = inspect.signature(EmbeddedZooKeeper).parameters
-    kwargs: dict[str, Any] = {}
-    for opt, name in ((args.port, "port"), (args.data_dir, "data_dir")):
-        if opt is None:
-            continue
-        if name not in params:
-            print(f"loadmgr: --{name.replace('_', '-')} is not supported by this ZooKeeper launcher")
-            return 2
-        kwargs[name] = opt
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with EmbeddedZooKeeper(**kwargs) as zk:
+    with EmbeddedZooKeeper(port=args.port, data_dir=args.data_dir) as zk:
         print(f"ZooKeeper serving at {zk.hosts} (pid {zk.pid}); Ctrl-C to stop", flush=True)
         print(f"  export LOADMGR_ZK_HOSTS={zk.hosts}", flush=True)
         while not stop.wait(0.5):
