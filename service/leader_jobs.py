@@ -75,6 +75,7 @@ class LeaderJobs:
         self.rng = rng
         self.last_plan: CyclePlan | None = None
         self.cycles = 0
+        self.bundle_data_conflicts = 0
 
     @property
     def zk_native(self) -> bool:
@@ -201,9 +202,26 @@ class LeaderJobs:
             return 0
         load = self.view.load
         written = 0
+        conflicts: list[str] = []
         for bundle in top_k_bundles_to_write(load, config):
-            self.store.write_bundle_data(bundle, load.bundle_data[bundle])
+            # Compare-and-set: a node the long-term job changed since the refresh above is left as it
+            # is; the next refresh adopts its longTermData and the write after that goes through.
+            try:
+                version = self.store.write_bundle_data_cas(
+                    bundle, load.bundle_data[bundle], self.view.expected_version(bundle)
+                )
+            except StaleWrite:
+                conflicts.append(bundle)
+                continue
+            self.view.wrote(bundle, version)
             written += 1
+        if conflicts:
+            self.bundle_data_conflicts += len(conflicts)
+            log.info(
+                "bundle data of %d bundle(s) changed by another writer, e.g. %s; not overwritten",
+                len(conflicts),
+                conflicts[0],
+            )
         for broker, data in load.broker_data.items():
             self.store.write_time_average(broker, data.time_average_data)
         for broker in self.store.children(P.TIME_AVERAGE):
@@ -271,7 +289,7 @@ class LeaderJobs:
             children = self.executor.split(bundle, SPECIFIED_POSITIONS_DIVIDE, cuts, unload=unload)
             why.numbers.setdefault("algorithm", alg)
             why.numbers.setdefault("boundaries", [f"0x{c:08x}" for c in cuts])
-        self.view.load.bundle_data.pop(bundle, None)
+        self.view.forget(bundle)
         why.numbers.setdefault("children", children)
         self.metrics.split_done(why.reason)
         return self._record(kind, why, bundle=bundle, source=owner.broker if owner else None)

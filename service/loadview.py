@@ -4,10 +4,18 @@ Each refresh reads one full snapshot: live brokers and their reports, namespace 
 ownership, assignments, stored bundle data and quotas. New brokers are added, dead ones removed
 (strategies are told the new active set), and, when asked, one ``updateBundleData`` sample is
 taken. Preallocations whose broker died or that the broker now reports are forgotten.
+
+Bundle data is shared with the long-term Spark job (``service.longterm_zk``), which replaces only
+``longTermData`` of a node. The view remembers, per bundle it holds, the node version it last saw
+when it first met the bundle or last wrote the node itself. A sampling refresh that finds a node at
+another version adopts the node's ``longTermData`` (short-term data and topic count stay the
+leader's) before taking its sample, so the leader's samples continue the merged window; the
+bundle-data writer then writes compare-and-set against that version (``expected_version``).
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from balancer.bundles import NamespaceBundles
@@ -17,6 +25,8 @@ from balancer.placement.base import PlacementStrategy
 from balancer.placement.context import PlacementContext
 from balancer.shedding.base import LoadSheddingStrategy
 from service.store import Assignment, Owner, Versioned, ZkStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,6 +42,7 @@ class Snapshot:
     new_brokers: set[str] = field(default_factory=set)
     dead_brokers: set[str] = field(default_factory=set)
     dropped_bundles: list[str] = field(default_factory=list)
+    adopted_long_term: list[str] = field(default_factory=list)
 
     def live_bundles(self) -> set[str]:
         return {b for got in self.layouts.values() for b in got.value.bundle_names}
@@ -44,6 +55,7 @@ class LoadView:
     """LoadData and the placement context, carried from one refresh to the next."""
 
     def __init__(self) -> None:
+        self.adopted_long_term_total = 0
         self.reset()
 
     def reset(self) -> None:
@@ -51,6 +63,20 @@ class LoadView:
         self.ctx = PlacementContext()
         self.known_brokers: set[str] = set()
         self.last: Snapshot | None = None
+        # Bundle-data node version per bundle in ``load.bundle_data``; absent: no node seen.
+        self.bundle_data_versions: dict[str, int] = {}
+
+    def expected_version(self, bundle: str) -> int:
+        """The version a compare-and-set write of ``bundle``'s node must present (-1: no node)."""
+        return self.bundle_data_versions.get(bundle, -1)
+
+    def wrote(self, bundle: str, version: int) -> None:
+        self.bundle_data_versions[bundle] = version
+
+    def forget(self, bundle: str) -> None:
+        """Drop a bundle (e.g. a split parent): if it comes back it is seeded again from the store."""
+        self.load.bundle_data.pop(bundle, None)
+        self.bundle_data_versions.pop(bundle, None)
 
     def refresh(
         self,
@@ -83,11 +109,46 @@ class LoadView:
                 strategy.on_active_brokers_change(set(current))
         self.known_brokers = current
         if sample:
-            snap.stored_bundle_data = store.read_bundle_data()
+            nodes = store.read_bundle_data_versioned()
+            snap.stored_bundle_data = {b: got.value for b, got in nodes.items() if got.value is not None}
+            snap.adopted_long_term = self._adopt_external(nodes)
+            held = set(self.load.bundle_data)
             snap.dropped_bundles = update_bundle_data(
                 self.load, now_ms, snap.stored_bundle_data, store.read_quotas()
             )
+            for bundle in self.load.bundle_data.keys() - held:  # first sight: seeded from this read
+                got = nodes.get(bundle)
+                if got is None:
+                    self.bundle_data_versions.pop(bundle, None)
+                else:
+                    self.bundle_data_versions[bundle] = got.version
+            for bundle in snap.dropped_bundles:
+                self.bundle_data_versions.pop(bundle, None)
         self.ctx.available_brokers = sorted(current)
         self.ctx.refresh(self.load)
         self.last = snap
         return snap
+
+    def _adopt_external(self, nodes: dict[str, Versioned[BundleData | None]]) -> list[str]:
+        """Take ``longTermData`` from each held bundle's node that another writer changed since we saw it."""
+        adopted: list[str] = []
+        versions = self.bundle_data_versions
+        for bundle, data in self.load.bundle_data.items():
+            got = nodes.get(bundle)
+            if got is None:
+                versions.pop(bundle, None)  # node deleted: the next write creates it again
+                continue
+            if versions.get(bundle) == got.version:
+                continue
+            versions[bundle] = got.version
+            if got.value is not None:  # a malformed node has nothing to adopt; the next write repairs it
+                data.long_term_data = got.value.long_term_data.model_copy(deep=True)
+                adopted.append(bundle)
+        if adopted:
+            self.adopted_long_term_total += len(adopted)
+            log.info(
+                "adopted longTermData written by another writer for %d bundle(s), e.g. %s",
+                len(adopted),
+                adopted[0],
+            )
+        return adopted

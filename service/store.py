@@ -316,6 +316,34 @@ class ZkStore:
     def write_bundle_data(self, bundle: str, data: BundleData) -> None:
         self.put_json(P.bundle_data_path(bundle), data.to_json_dict())
 
+    def read_bundle_data_versioned(self) -> dict[str, Versioned[BundleData | None]]:
+        """Every bundle-data node with its version. A node that does not parse is counted as malformed
+        and kept with value None: its version still lets a compare-and-set writer replace it."""
+        out: dict[str, Versioned[BundleData | None]] = {}
+        for bundle in self.walk_ranges(P.BUNDLE_DATA):
+            path = P.bundle_data_path(bundle)
+            with translated():
+                try:
+                    raw, stat = self.client.get(path)
+                except NoNodeError:
+                    continue
+            out[bundle] = Versioned(self._parse_bundle_data(path, raw), int(stat.version))
+        return out
+
+    def _parse_bundle_data(self, path: str, raw: bytes) -> BundleData | None:
+        try:
+            return BundleData.model_validate(json.loads(raw.decode("utf-8")) if raw else None)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            self._malformed(path, f"not JSON: {e}")
+        except ValidationError as e:
+            self._malformed(path, f"not a BundleData: {e.errors()[0]['msg']}")
+        return None
+
+    def write_bundle_data_cas(self, bundle: str, data: BundleData, version: int) -> int:
+        """Write only if the node is still at ``version`` (``-1``: must not exist); returns the new
+        version. Raises StaleWrite when another writer (the long-term job) got there first."""
+        return self.put_json(P.bundle_data_path(bundle), data.to_json_dict(), version=version)
+
     def delete_bundle_data(self, bundle: str) -> None:
         self.delete(P.bundle_data_path(bundle))
 
