@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from balancer.sim.engine import PAIRS, simulate  # noqa: E402
 from balancer.sim.metrics import quality  # noqa: E402
-from balancer.sim.scenarios import load_scenario, scenario_names  # noqa: E402
+from service.scenario_files import load_scenario, scenario_names  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 BENCH = ROOT / "BENCHMARKS.md"

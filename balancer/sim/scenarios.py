@@ -1,18 +1,18 @@
-"""Named, parameterised scenarios read from ``balancer/sim/scenarios/*.json``.
+"""Named, parameterised scenarios parsed from plain dicts (no I/O here).
 
-A scenario file describes broker groups (count, capacity, target load, when they join or leave),
-bundle size distributions, traffic variation, timed events and config overrides. ``build`` turns
-it into an initial cluster with a seeded ``random.Random``; the engine replays the events.
-The file format is documented in ``docs/strategy.md`` (section "Simulator").
+A scenario describes broker groups (count, capacity, target load, when they join or leave),
+bundle size distributions, traffic variation, timed events and config overrides. ``parse_scenario``
+checks a dict (the JSON files ``balancer/sim/scenarios/*.json`` are read by the adapter
+``service.scenario_files``); ``build`` turns it into an initial cluster with a seeded
+``random.Random``; the engine replays the events. The format is documented in ``docs/strategy.md``
+(section "Simulator").
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 from balancer.errors import InvalidInput
@@ -93,17 +93,11 @@ class Scenario:
         )
 
 
-def scenario_names() -> list[str]:
-    root = resources.files("balancer.sim") / "scenarios"
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json"))
-
-
-def load_scenario(name: str, scale: float = 1.0, cycles: int | None = None) -> Scenario:
-    """A named scenario; ``scale`` multiplies broker counts (small/medium versions for tests)."""
-    path = resources.files("balancer.sim") / "scenarios" / f"{name}.json"
-    if not path.is_file():
-        raise InvalidInput("scenario", name, f"unknown; known: {', '.join(scenario_names())}")
-    return Scenario.from_dict(json.loads(path.read_text()), scale=scale, cycles=cycles)
+def parse_scenario(d: dict[str, Any], scale: float = 1.0, cycles: int | None = None) -> Scenario:
+    """A scenario from its dict; ``scale`` multiplies broker counts (small/medium versions for tests)."""
+    if not isinstance(d, dict):
+        raise InvalidInput("scenario", type(d).__name__, "must be a JSON object")
+    return Scenario.from_dict(d, scale=scale, cycles=cycles)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import balancer.sim.engine as engine
 from balancer.errors import InvalidInput
 from balancer.models import LoadData
 from balancer.sim.engine import PAIRS, Simulation, pair_named, simulate
-from balancer.sim.scenarios import load_scenario, scenario_names
+from service.scenario_files import load_scenario, scenario_names
 
 
 def fingerprint(seed: int, label: str = "AvgShedder") -> tuple[object, ...]:
@@ -107,3 +107,19 @@ def test_simulate_command_writes_quality_json(tmp_path: Any, capsys: pytest.Capt
     assert len(data["series"]) == 5
     assert main(["simulate", "--list"]) == 0
     assert "scale_out" in capsys.readouterr().out
+
+
+def test_scenarios_parse_from_a_dict_without_io() -> None:
+    import ast
+    from pathlib import Path
+
+    import balancer.sim.scenarios as scenarios
+
+    tree = ast.parse(Path(scenarios.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not imported & {"json", "importlib", "importlib.resources", "pathlib", "os"}
+    s = scenarios.parse_scenario({"name": "tiny", "cycles": 3, "groups": [{"prefix": "b", "count": 4}]}, 0.5)
+    assert (s.name, s.cycles, s.groups[0].count) == ("tiny", 3, 2)
+    with pytest.raises(InvalidInput, match=r"tiny\.groups"):
+        scenarios.parse_scenario({"name": "tiny", "groups": [{"prefix": "b", "count": 1, "colour": 1}]})
