@@ -39,6 +39,10 @@ BYTES_PER_UNIT = 6 * 1024.0
 OUTLIER = 0.25  # a capacity sample this far from the estimate is held back as a possible spike
 SAME_HARDWARE = 0.15  # capacity estimates this close to the median are noise, not different hardware
 MIN_UTIL = 1.0  # below this (points) a broker's traffic says nothing about its capacity
+# Below this fraction of the mean utilisation, fixed overhead (other processes, the JVM) dominates a
+# broker's usage and W/u underestimates its capacity: a nearly idle broker would look weak and be
+# left under-filled within the band.
+MIN_UTIL_OF_MEAN = 0.5
 
 
 def _same_class(c: float, median: float) -> float:
@@ -99,9 +103,10 @@ class BalancedShedder:
             tps[broker] = local.msg_throughput
         rate_unit, tp_unit = 1.0, BYTES_PER_UNIT
         traffic = {b: rates[b] / rate_unit + tps[b] / tp_unit for b in util}
+        min_util = max(MIN_UTIL, MIN_UTIL_OF_MEAN * sum(util.values()) / max(1, len(util)))
         for b, u in util.items():
             fresh = self.touched.get(b, -10) < self.calls - 1
-            if learn and fresh and u > MIN_UTIL and traffic[b] > 0:
+            if learn and fresh and u > min_util and traffic[b] > 0:
                 sample = traffic[b] / u
                 old = self.capacity.get(b)
                 if old is not None and abs(sample / old - 1) > OUTLIER:

@@ -52,3 +52,12 @@ def test_two_speed_seed_case_is_fixed_where_avgshedder_does_nothing() -> None:
     assert ours.cycles_to_balanced is not None
     assert ours.final_cpu_range < avg.final_cpu_range
     assert ours.uphill_moves == 0
+
+
+def test_nearly_idle_broker_is_not_mistaken_for_weak_hardware() -> None:
+    # Seed 2 of the 90/10 case: the idle broker's background CPU once made it look ~40% weaker,
+    # so it was filled only to the edge of the band (CPU range ~14 points for ever).
+    s = load_scenario("seed_90_10", cycles=8)
+    q = quality(simulate(s, OURS, 2))
+    assert q.final_cpu_range < 5
+    assert q.final_rate_ratio <= 1.25
