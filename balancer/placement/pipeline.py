@@ -7,8 +7,7 @@ leader cycle that places many bundles computes it once; it is valid while neithe
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from balancer.bundles import namespace_of
@@ -19,22 +18,69 @@ from balancer.placement import filters as f
 from balancer.placement.base import PlacementStrategy, weighted_usage
 from balancer.placement.context import PlacementContext
 from balancer.placement.round_robin import RoundRobinBrokerSelector
+from balancer.placement.survivors import SurvivorInputs, Survivors, survivors
 
 __all__ = ["PipelineCache", "PlacementContext", "PlacementDecision", "assign_bundle", "select_broker"]
 
 
-@dataclass
 class PlacementDecision:
-    """The chosen broker (None: nobody), the final reason, and every filter's step in order."""
+    """The chosen broker (None: nobody), the final reason, and every filter's step in order.
 
-    broker: str | None
-    explanation: Explanation
-    filter_steps: list[Explanation] = field(default_factory=list)
-    candidates: list[str] = field(default_factory=list)
+    Inside a leader cycle the explanation, the steps and the candidate list are built on first
+    read (most are never read there); each may be given as the value or as a thunk.
+    """
+
+    __slots__ = ("_candidates", "_explanation", "_steps", "broker")
+
+    def __init__(
+        self,
+        broker: str | None,
+        explanation: Explanation | Callable[[], Explanation],
+        filter_steps: list[Explanation] | Callable[[], list[Explanation]] | None = None,
+        candidates: list[str] | Callable[[], list[str]] | None = None,
+    ) -> None:
+        self.broker = broker
+        self._explanation = explanation
+        self._steps = filter_steps if filter_steps is not None else []
+        self._candidates = candidates if candidates is not None else []
+
+    @property
+    def explanation(self) -> Explanation:
+        if not isinstance(self._explanation, Explanation):
+            self._explanation = self._explanation()
+        return self._explanation
+
+    @property
+    def filter_steps(self) -> list[Explanation]:
+        if not isinstance(self._steps, list):
+            self._steps = self._steps()
+        return self._steps
+
+    @property
+    def candidates(self) -> list[str]:
+        if not isinstance(self._candidates, list):
+            self._candidates = self._candidates()
+        return self._candidates
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PlacementDecision):
+            return NotImplemented
+        return (self.broker, self.explanation, self.filter_steps, self.candidates) == (
+            other.broker,
+            other.explanation,
+            other.filter_steps,
+            other.candidates,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PlacementDecision(broker={self.broker!r}, explanation={self.explanation!r})"
 
 
 class PipelineCache:
-    """Per-cycle memo of broker-level facts: policy sets, topic counts, range counts, usages."""
+    """Per-cycle memo of broker-level facts: policy sets, topic counts, range counts, usages, and
+    each namespace's filter survivors (fast) and explained filter steps (on demand)."""
 
     def __init__(self, load: LoadData, config: LoadBalancerConfig, ctx: PlacementContext) -> None:
         self.load, self.config, self.ctx = load, config, ctx
@@ -45,10 +91,12 @@ class PipelineCache:
         self._ns_counts: dict[str, dict[str, int]] | None = None
         self._aa_counts: dict[str, dict[str, int]] = {}
         self._usage: dict[str, float] = {}
-        self.filtered: dict[tuple[str, bool], tuple[list[str], list[str], list[Explanation]]] = {}
-        self.filtered_sets: dict[tuple[str, bool], frozenset[str]] = {}
-        self.max_topics_memo: dict[int, tuple[list[str], list[str], Explanation]] = {}
+        self._max_topics: dict[int, tuple[list[str], list[str], Explanation]] = {}
+        self._sets: dict[int, tuple[list[str], frozenset[str]]] = {}
         self._other_class: dict[str, LoadData] = {}
+        self._other_class_brokers: dict[str, frozenset[str]] = {}
+        self._survivors: dict[tuple[str, bool], Survivors] = {}
+        self._steps: dict[tuple[str, bool], list[Explanation]] = {}
 
     def other_class_view(self, this_class: str) -> LoadData:
         """Load data restricted to the brokers whose load manager class is not ``this_class``."""
@@ -66,6 +114,21 @@ class PipelineCache:
             self._other_class[this_class] = view
         return view
 
+    def other_class_brokers(self, this_class: str) -> frozenset[str]:
+        out = self._other_class_brokers.get(this_class)
+        if out is None:
+            out = frozenset(self.other_class_view(this_class).broker_data)
+            self._other_class_brokers[this_class] = out
+        return out
+
+    def as_set(self, brokers: list[str]) -> frozenset[str]:
+        """``frozenset(brokers)``, memoised per list object (the shared lists are reused per namespace)."""
+        hit = self._sets.get(id(brokers))
+        if hit is None or hit[0] is not brokers:
+            hit = (brokers, frozenset(brokers))  # holding the list keeps its id from being reused
+            self._sets[id(brokers)] = hit
+        return hit[1]
+
     def policy_set(self, namespace: str, bundle: str) -> f.Filtered:
         # P depends on the namespace only through the isolation policy that applies to it.
         if namespace not in self._policy_of:
@@ -78,6 +141,15 @@ class PipelineCache:
                 namespace, bundle, self.brokers, self.load, self.ctx
             )
         return self._policy[key]
+
+    def max_topics(self, policy: list[str]) -> tuple[list[str], Explanation]:
+        # The max-topics filter depends only on the policy set, which is shared by many namespaces.
+        hit = self._max_topics.get(id(policy))
+        if hit is None or hit[0] is not policy:
+            limit = self.config.loadBalancerBrokerMaxTopics
+            hit = (policy, *f.max_topics_filter(policy, self.topic_counts(), limit))
+            self._max_topics[id(policy)] = hit
+        return hit[1], hit[2]
 
     def topic_counts(self) -> dict[str, int]:
         if self._topics is None:
@@ -107,6 +179,52 @@ class PipelineCache:
             self._usage[broker] = weighted_usage(data.local_data, self.config.weights())
         return self._usage[broker]
 
+    def this_class(self) -> str:
+        return self.ctx.this_load_manager_class or self.config.loadManagerClassName
+
+    def survivors(self, namespace: str, bundle: str) -> Survivors:
+        """The candidates the filter chain leaves for ``namespace`` (same as the explained chain's)."""
+        key = (namespace, bundle in self.ctx.non_persistent_bundles)
+        out = self._survivors.get(key)
+        if out is None:
+            out = survivors(self._survivor_inputs(namespace, bundle))
+            self._survivors[key] = out
+        return out
+
+    def _survivor_inputs(self, namespace: str, bundle: str) -> SurvivorInputs:
+        config, ctx, load = self.config, self.ctx, self.load
+        policy, _ = self.policy_set(namespace, bundle)
+        group = ctx.anti_affinity_groups.get(namespace)
+
+        def anti_affinity(cands: list[str]) -> list[str]:
+            assert group is not None
+            counts = self.anti_affinity_counts(group)
+            return f.anti_affinity_filter(cands, counts, ctx, config.failureDomainsEnabled)[0]
+
+        def newest_version(cands: list[str]) -> list[str]:
+            return f.broker_version_filter(cands, load)[0]
+
+        return SurvivorInputs(
+            policy=policy,
+            after_max_topics=self.max_topics(policy)[0],
+            as_set=self.as_set,
+            anti_affinity=anti_affinity if group is not None else None,
+            namespace_counts=(
+                self.namespace_counts(namespace) if f.even_distribution_applies(namespace, config) else None
+            ),
+            other_class=self.other_class_brokers(self.this_class()),
+            version_filter=newest_version if config.preferLaterVersions else None,
+        )
+
+    def steps(self, namespace: str, bundle: str) -> list[Explanation]:
+        """Every filter's explained step for ``namespace`` (the reference chain, run once)."""
+        key = (namespace, bundle in self.ctx.non_persistent_bundles)
+        out = self._steps.get(key)
+        if out is None:
+            out = _filter_chain(namespace, bundle, self.load, self.config, self.ctx, self)[2]
+            self._steps[key] = out
+        return out
+
 
 def _restored(name: str, why: str, policy: list[str], **nums: Any) -> Explanation:
     return explain(name, why, restored_to=len(policy), **nums)
@@ -123,12 +241,7 @@ def _filter_chain(
     """Policy set, then the filters with their fallbacks: (policy set, candidates, steps)."""
     policy, step = c.policy_set(namespace, bundle)
     steps = [step]
-    # The max-topics filter depends only on the policy set, which is shared by many namespaces.
-    topics = c.max_topics_memo.get(id(policy))
-    if topics is None or topics[0] is not policy:
-        topics = (policy, *f.max_topics_filter(policy, c.topic_counts(), config.loadBalancerBrokerMaxTopics))
-        c.max_topics_memo[id(policy)] = topics
-    cands, step = topics[1], topics[2]
+    cands, step = c.max_topics(policy)
     steps.append(step)
     group = ctx.anti_affinity_groups.get(namespace)
     if group is not None:
@@ -139,7 +252,7 @@ def _filter_chain(
     if f.even_distribution_applies(namespace, config):
         cands, step = f.even_distribution_filter(cands, c.namespace_counts(namespace))
         steps.append(step)
-    this_class = ctx.this_load_manager_class or config.loadManagerClassName
+    this_class = c.this_class()
     try:
         # Same result as filtering on the full load data: brokers absent from the view are kept,
         # and the view holds exactly the brokers that run another class (built once per cycle).
@@ -172,34 +285,41 @@ def select_broker(
     round_robin: RoundRobinBrokerSelector | None = None,
 ) -> PlacementDecision:
     """Pick a broker for ``bundle`` (no preallocation). ``bound_destination`` (a shedder's planned
-    target) wins when it survives the filters; namespaces excluded from shedding go round-robin."""
+    target) wins when it survives the filters; namespaces excluded from shedding go round-robin.
+
+    With a ``cache`` (a leader cycle) the filter steps are explained when first read, from the
+    cache's frozen inputs; without one they are explained at once."""
     c = cache if cache is not None else PipelineCache(load, config, ctx)
     namespace = namespace_of(bundle)
-    bundle_data = load.bundle_data.get(bundle) or BundleData.default()
-    # Every filter input is fixed for the cache's lifetime, so the filtered set depends only on
-    # the namespace (and persistence): computing it once per namespace keeps a cycle that moves
-    # thousands of bundles from re-filtering 1,000 brokers per bundle (issue 7's cycle speed).
-    key = (namespace, bundle in ctx.non_persistent_bundles)
-    memo = c.filtered.get(key)
-    if memo is None:
-        memo = _filter_chain(namespace, bundle, load, config, ctx, c)
-        c.filtered[key] = memo
-        c.filtered_sets[key] = frozenset(memo[1])
-    policy, cands, steps = memo[0], memo[1], list(memo[2])
+    # Every filter input is fixed for the cache's lifetime, so the survivors depend only on the
+    # namespace (and persistence): a cycle that moves thousands of bundles filters once per namespace.
+    surv = c.survivors(namespace, bundle)
+    policy = surv.policy
+    steps: list[Explanation] | Callable[[], list[Explanation]]
+    if cache is None:
+        steps = list(c.steps(namespace, bundle))
+    else:
 
-    if bound_destination is not None and bound_destination in c.filtered_sets[key]:
-        return PlacementDecision(
-            bound_destination,
-            explain(
+        def steps() -> list[Explanation]:
+            return list(c.steps(namespace, bundle))
+
+    if bound_destination is not None and bound_destination in surv:
+        n = len(surv)
+
+        def bound_why() -> Explanation:
+            return explain(
                 "bound_destination",
                 "the shedder's planned destination is still a candidate",
                 subject=bundle,
                 broker=bound_destination,
-                candidates=len(cands),
-            ),
-            steps,
-            cands,
+                candidates=n,
+            )
+
+        return PlacementDecision(
+            bound_destination, bound_why if cache is not None else bound_why(), steps, surv.as_list
         )
+    cands = surv.as_list()
+    bundle_data = load.bundle_data.get(bundle) or BundleData.default()
     excluded = ctx.excluded_namespaces
     if excluded is None:
         excluded = set(config.loadBalancerSheddingExcludedNamespaces)
@@ -213,16 +333,22 @@ def select_broker(
     usage = c.usage(choice.broker)
     if usage is not None and usage > config.overload_threshold:
         again = strategy.select_broker(policy, bundle, bundle_data, load, config, rng)
-        steps.append(
-            explain(
-                "overload_recheck",
-                "chosen broker is overloaded; asked the strategy again over the policy set",
-                subject=choice.broker,
-                usage=usage,
-                overload_threshold=config.overload_threshold,
-                second_choice=again.broker,
-            )
+        recheck = explain(
+            "overload_recheck",
+            "chosen broker is overloaded; asked the strategy again over the policy set",
+            subject=choice.broker,
+            usage=usage,
+            overload_threshold=config.overload_threshold,
+            second_choice=again.broker,
         )
+        if isinstance(steps, list):
+            steps.append(recheck)
+        else:
+            filter_steps = steps
+
+            def steps() -> list[Explanation]:
+                return [*filter_steps(), recheck]
+
         if again.broker is not None:
             return PlacementDecision(again.broker, again.explanation, steps, list(policy))
     return PlacementDecision(choice.broker, choice.explanation, steps, cands)
