@@ -10,7 +10,10 @@ the strategy's bound one when it survives the filters, else the placement pipeli
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
 from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
@@ -24,12 +27,44 @@ from balancer.shedding.base import LoadSheddingStrategy, SheddingResult
 from balancer.shedding.leader_rules import shed
 
 
-@dataclass
 class Move:
-    bundle: str
-    source: str
-    destination: str
-    explanation: Explanation
+    """One planned unload: ``Move(bundle, source, destination, explanation)``.
+
+    The cycle passes the explanation as a thunk, built on first read: a cycle plans tens of
+    thousands of moves and the simulator reads none of their explanations.
+    """
+
+    __slots__ = ("_explanation", "bundle", "destination", "source")
+
+    def __init__(
+        self, bundle: str, source: str, destination: str, explanation: Explanation | Callable[[], Explanation]
+    ) -> None:
+        self.bundle, self.source, self.destination = bundle, source, destination
+        self._explanation = explanation
+
+    @property
+    def explanation(self) -> Explanation:
+        if not isinstance(self._explanation, Explanation):
+            self._explanation = self._explanation()
+        return self._explanation
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Move):
+            return NotImplemented
+        return (self.bundle, self.source, self.destination, self.explanation) == (
+            other.bundle,
+            other.source,
+            other.destination,
+            other.explanation,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type[Move], tuple[str, str, str, Explanation]]:
+        return Move, (self.bundle, self.source, self.destination, self.explanation)
+
+    def __repr__(self) -> str:
+        return f"Move({self.bundle!r}, {self.source!r}, {self.destination!r}, {self.explanation!r})"
 
 
 @dataclass
@@ -53,6 +88,29 @@ def plan_shedding_cycle(
     plan = CyclePlan([], result)
     if result.count == 0:
         return plan
+    with _placement_scope(placement, load, config):
+        _place(plan, load, config, placement, ctx, now_ms, rng)
+    return plan
+
+
+def _placement_scope(
+    placement: PlacementStrategy, load: LoadData, config: LoadBalancerConfig
+) -> AbstractContextManager[Any]:
+    """The strategy's per-cycle scope when it has one (broker data is fixed until the cycle ends)."""
+    scope = getattr(placement, "cycle_scope", None)
+    return nullcontext() if scope is None else scope(load, config)
+
+
+def _place(
+    plan: CyclePlan,
+    load: LoadData,
+    config: LoadBalancerConfig,
+    placement: PlacementStrategy,
+    ctx: PlacementContext,
+    now_ms: int,
+    rng: random.Random,
+) -> None:
+    result = plan.shedding
     cache = PipelineCache(load, config, ctx)
     why_unloaded = {d.subject: d for d in result.decisions if d.subject}
     excluded = ctx.excluded_namespaces
@@ -106,21 +164,44 @@ def plan_shedding_cycle(
                 )
             )
             continue
+        shed_why = why_unloaded.get(bundle)
+        shed_numbers = dict(shed_why.numbers) if shed_why is not None else {}
         plan.moves.append(
-            Move(bundle, source, dest, _move_explanation(bundle, source, dest, why_unloaded, decision))
+            Move(
+                bundle,
+                source,
+                dest,
+                _move_explanation(bundle, source, dest, shed_why, shed_numbers, decision),
+            )
         )
         load.recently_unloaded_bundles[bundle] = now_ms
-    return plan
 
 
 def _move_explanation(
-    bundle: str, source: str, dest: str, why_unloaded: dict[str, Explanation], decision: PlacementDecision
+    bundle: str,
+    source: str,
+    dest: str,
+    shed_why: Explanation | None,
+    numbers: dict[str, Any],
+    decision: PlacementDecision,
+) -> Callable[[], Explanation]:
+    """The shedder's reason for unloading plus the placement's reason for the destination, on demand.
+
+    ``numbers`` is the shedder's numbers as they were at planning time (a copy)."""
+
+    def build() -> Explanation:
+        placed = decision.explanation
+        numbers.update(
+            source=source, destination=dest, placement=placed.reason, placement_numbers=placed.numbers
+        )
+        return _explanation(bundle, dest, shed_why, numbers, placed)
+
+    return build
+
+
+def _explanation(
+    bundle: str, dest: str, shed_why: Explanation | None, numbers: dict[str, Any], placed: Explanation
 ) -> Explanation:
-    """The shedder's reason for unloading plus the placement's reason for the destination."""
-    shed_why = why_unloaded.get(bundle)
-    placed = decision.explanation
-    numbers = dict(shed_why.numbers) if shed_why is not None else {}
-    numbers.update(source=source, destination=dest, placement=placed.reason, placement_numbers=placed.numbers)
     return Explanation(
         reason=shed_why.reason if shed_why is not None else "unload",
         message=(shed_why.message if shed_why is not None else "unloaded by the shedder")
