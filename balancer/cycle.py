@@ -10,7 +10,6 @@ the strategy's bound one when it survives the filters, else the placement pipeli
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,22 +29,38 @@ from balancer.shedding.leader_rules import shed
 class Move:
     """One planned unload: ``Move(bundle, source, destination, explanation)``.
 
-    The cycle passes the explanation as a thunk, built on first read: a cycle plans tens of
-    thousands of moves and the simulator reads none of their explanations.
+    The cycle leaves the explanation to be built on first read from the shedder's reason and the
+    placement decision: a cycle plans tens of thousands of moves and the simulator reads none.
     """
 
-    __slots__ = ("_explanation", "bundle", "destination", "source")
+    __slots__ = ("_decision", "_explanation", "_numbers", "_shed_why", "bundle", "destination", "source")
 
-    def __init__(
-        self, bundle: str, source: str, destination: str, explanation: Explanation | Callable[[], Explanation]
-    ) -> None:
+    def __init__(self, bundle: str, source: str, destination: str, explanation: Explanation) -> None:
         self.bundle, self.source, self.destination = bundle, source, destination
-        self._explanation = explanation
+        self._explanation: Explanation | None = explanation
+        self._shed_why: Explanation | None = None
+        self._numbers: dict[str, Any] = {}
+        self._decision: PlacementDecision | None = None
+
+    @classmethod
+    def planned(
+        cls, bundle: str, source: str, dest: str, shed_why: Explanation | None, decision: PlacementDecision
+    ) -> Move:
+        move = cls.__new__(cls)
+        move.bundle, move.source, move.destination = bundle, source, dest
+        move._explanation, move._shed_why, move._decision = None, shed_why, decision
+        # The shedder's numbers as they are now, whenever the explanation is read.
+        move._numbers = dict(shed_why.numbers) if shed_why is not None else {}
+        return move
 
     @property
     def explanation(self) -> Explanation:
-        if not isinstance(self._explanation, Explanation):
-            self._explanation = self._explanation()
+        if self._explanation is None:
+            assert self._decision is not None
+            self._explanation = _move_explanation(
+                self.bundle, self.source, self.destination, self._shed_why, self._numbers, self._decision
+            )
+            self._decision = self._shed_why = None
         return self._explanation
 
     def __eq__(self, other: object) -> bool:
@@ -164,16 +179,7 @@ def _place(
                 )
             )
             continue
-        shed_why = why_unloaded.get(bundle)
-        shed_numbers = dict(shed_why.numbers) if shed_why is not None else {}
-        plan.moves.append(
-            Move(
-                bundle,
-                source,
-                dest,
-                _move_explanation(bundle, source, dest, shed_why, shed_numbers, decision),
-            )
-        )
+        plan.moves.append(Move.planned(bundle, source, dest, why_unloaded.get(bundle), decision))
         load.recently_unloaded_bundles[bundle] = now_ms
 
 
@@ -184,24 +190,10 @@ def _move_explanation(
     shed_why: Explanation | None,
     numbers: dict[str, Any],
     decision: PlacementDecision,
-) -> Callable[[], Explanation]:
-    """The shedder's reason for unloading plus the placement's reason for the destination, on demand.
-
-    ``numbers`` is the shedder's numbers as they were at planning time (a copy)."""
-
-    def build() -> Explanation:
-        placed = decision.explanation
-        numbers.update(
-            source=source, destination=dest, placement=placed.reason, placement_numbers=placed.numbers
-        )
-        return _explanation(bundle, dest, shed_why, numbers, placed)
-
-    return build
-
-
-def _explanation(
-    bundle: str, dest: str, shed_why: Explanation | None, numbers: dict[str, Any], placed: Explanation
 ) -> Explanation:
+    """The shedder's reason for unloading plus the placement's reason for the destination."""
+    placed = decision.explanation
+    numbers.update(source=source, destination=dest, placement=placed.reason, placement_numbers=placed.numbers)
     return Explanation(
         reason=shed_why.reason if shed_why is not None else "unload",
         message=(shed_why.message if shed_why is not None else "unloaded by the shedder")

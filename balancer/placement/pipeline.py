@@ -7,7 +7,7 @@ leader cycle that places many bundles computes it once; it is valid while neithe
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from balancer.bundles import namespace_of
@@ -17,65 +17,64 @@ from balancer.models import BundleData, LoadData
 from balancer.placement import filters as f
 from balancer.placement.base import PlacementStrategy, weighted_usage
 from balancer.placement.context import PlacementContext
+from balancer.placement.decision import PlacementDecision
 from balancer.placement.round_robin import RoundRobinBrokerSelector
 from balancer.placement.survivors import SurvivorInputs, Survivors, survivors
 
 __all__ = ["PipelineCache", "PlacementContext", "PlacementDecision", "assign_bundle", "select_broker"]
 
 
-class PlacementDecision:
-    """The chosen broker (None: nobody), the final reason, and every filter's step in order.
+class CycleDecision(PlacementDecision):
+    """A decision made with a cycle's cache: its filter steps (and a bound destination's
+    explanation, and the candidate list) are built on first read from the cache's frozen inputs.
+    Plain slots rather than closures: a cycle keeps tens of thousands of these alive."""
 
-    Inside a leader cycle the explanation, the steps and the candidate list are built on first
-    read (most are never read there); each may be given as the value or as a thunk.
-    """
-
-    __slots__ = ("_candidates", "_explanation", "_steps", "broker")
+    __slots__ = ("_bundle", "_cache", "_namespace", "_recheck", "_survivors")
 
     def __init__(
         self,
         broker: str | None,
-        explanation: Explanation | Callable[[], Explanation],
-        filter_steps: list[Explanation] | Callable[[], list[Explanation]] | None = None,
-        candidates: list[str] | Callable[[], list[str]] | None = None,
+        explanation: Explanation | None,
+        cache: PipelineCache,
+        namespace: str,
+        bundle: str,
+        surv: Survivors,
+        candidates: list[str] | None = None,
+        recheck: Explanation | None = None,
     ) -> None:
-        self.broker = broker
-        self._explanation = explanation
-        self._steps = filter_steps if filter_steps is not None else []
-        self._candidates = candidates if candidates is not None else []
+        super().__init__(broker, explanation, None, candidates)
+        self._cache, self._namespace, self._bundle = cache, namespace, bundle
+        self._survivors, self._recheck = surv, recheck
 
     @property
     def explanation(self) -> Explanation:
-        if not isinstance(self._explanation, Explanation):
-            self._explanation = self._explanation()
+        if self._explanation is None:  # only a bound destination is left unexplained
+            self._explanation = _bound_explanation(self._bundle, self.broker, len(self._survivors))
         return self._explanation
 
     @property
     def filter_steps(self) -> list[Explanation]:
-        if not isinstance(self._steps, list):
-            self._steps = self._steps()
+        if self._steps is None:
+            self._steps = list(self._cache.steps(self._namespace, self._bundle))
+            if self._recheck is not None:
+                self._steps.append(self._recheck)
         return self._steps
 
     @property
     def candidates(self) -> list[str]:
-        if not isinstance(self._candidates, list):
-            self._candidates = self._candidates()
+        if self._candidates is None:
+            self._candidates = self._survivors.as_list()
         return self._candidates
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PlacementDecision):
-            return NotImplemented
-        return (self.broker, self.explanation, self.filter_steps, self.candidates) == (
-            other.broker,
-            other.explanation,
-            other.filter_steps,
-            other.candidates,
-        )
 
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"PlacementDecision(broker={self.broker!r}, explanation={self.explanation!r})"
+def _bound_explanation(bundle: str, broker: str | None, candidates: int) -> Explanation:
+    return explain(
+        "bound_destination",
+        "the shedder's planned destination is still a candidate",
+        subject=bundle,
+        broker=broker,
+        candidates=candidates,
+    )
 
 
 class PipelineCache:
@@ -294,31 +293,22 @@ def select_broker(
     # Every filter input is fixed for the cache's lifetime, so the survivors depend only on the
     # namespace (and persistence): a cycle that moves thousands of bundles filters once per namespace.
     surv = c.survivors(namespace, bundle)
-    policy = surv.policy
-    steps: list[Explanation] | Callable[[], list[Explanation]]
-    if cache is None:
-        steps = list(c.steps(namespace, bundle))
-    else:
 
-        def steps() -> list[Explanation]:
-            return list(c.steps(namespace, bundle))
+    def decision(
+        broker: str | None,
+        why: Explanation | None,
+        cands: list[str] | None = None,
+        recheck: Explanation | None = None,
+    ) -> PlacementDecision:
+        if cache is not None:
+            return CycleDecision(broker, why, c, namespace, bundle, surv, cands, recheck)
+        steps = list(c.steps(namespace, bundle)) + ([recheck] if recheck is not None else [])
+        why = why if why is not None else _bound_explanation(bundle, broker, len(surv))
+        return PlacementDecision(broker, why, steps, cands if cands is not None else surv.as_list())
 
     if bound_destination is not None and bound_destination in surv:
-        n = len(surv)
-
-        def bound_why() -> Explanation:
-            return explain(
-                "bound_destination",
-                "the shedder's planned destination is still a candidate",
-                subject=bundle,
-                broker=bound_destination,
-                candidates=n,
-            )
-
-        return PlacementDecision(
-            bound_destination, bound_why if cache is not None else bound_why(), steps, surv.as_list
-        )
-    cands = surv.as_list()
+        return decision(bound_destination, None)
+    policy, cands = surv.policy, surv.as_list()
     bundle_data = load.bundle_data.get(bundle) or BundleData.default()
     excluded = ctx.excluded_namespaces
     if excluded is None:
@@ -329,7 +319,7 @@ def select_broker(
     else:
         choice = strategy.select_broker(cands, bundle, bundle_data, load, config, rng)
     if choice.broker is None:
-        return PlacementDecision(None, choice.explanation, steps, cands)
+        return decision(None, choice.explanation, cands)
     usage = c.usage(choice.broker)
     if usage is not None and usage > config.overload_threshold:
         again = strategy.select_broker(policy, bundle, bundle_data, load, config, rng)
@@ -341,17 +331,10 @@ def select_broker(
             overload_threshold=config.overload_threshold,
             second_choice=again.broker,
         )
-        if isinstance(steps, list):
-            steps.append(recheck)
-        else:
-            filter_steps = steps
-
-            def steps() -> list[Explanation]:
-                return [*filter_steps(), recheck]
-
         if again.broker is not None:
-            return PlacementDecision(again.broker, again.explanation, steps, list(policy))
-    return PlacementDecision(choice.broker, choice.explanation, steps, cands)
+            return decision(again.broker, again.explanation, list(policy), recheck)
+        return decision(choice.broker, choice.explanation, cands, recheck)
+    return decision(choice.broker, choice.explanation, cands)
 
 
 def assign_bundle(
