@@ -54,3 +54,22 @@ def test_scoped_calls_match_per_call_calls(
             if peek and k % 3 == 1:
                 assert scoped.history == plain.history  # reading mid-scope writes back and re-reads
     assert scoped.history == plain.history
+
+
+@settings(max_examples=15, deadline=None)
+@given(setup=setups(), seed=st.integers(0, 10_000))
+def test_scoped_calls_match_past_the_fixed_points(
+    setup: tuple[LoadData, dict[str, float], list[list[str]], list[int], bool], seed: int
+) -> None:
+    """Hundreds of calls: h reaches its fixed point and the scope starts reusing whole results."""
+    load, history, lists, _, _ = setup
+    config = LoadBalancerConfig()
+    plain, scoped = LeastResourceUsageWithWeight(history), LeastResourceUsageWithWeight(history)
+    rng_a, rng_b, pick = random.Random(seed), random.Random(seed), random.Random(seed + 1)
+    bd = BundleData.default()
+    with scoped.cycle_scope(load, config):
+        for _ in range(600):
+            cands = lists[pick.randrange(len(lists))]
+            a = plain.select_broker(cands, "t/ns/x", bd, load, config, rng_a)
+            assert a == scoped.select_broker(cands, "t/ns/x", bd, load, config, rng_b)
+    assert scoped.history == plain.history
