@@ -6,7 +6,7 @@ from __future__ import annotations
 from balancer.config import LoadBalancerConfig
 from balancer.models import LoadData
 from balancer.shedding.base import SheddingResult
-from balancer.shedding.selection import ResultBuilder, candidates, cover, throughput
+from balancer.shedding.selection import ResultBuilder, shed_by_cover
 
 # Pulsar's fixed margin: shed down to 5 points below the threshold, not just to it.
 MARGIN = 0.05
@@ -33,39 +33,7 @@ class OverloadShedder:
                 continue
             target = tp * (usage - threshold + MARGIN)
             nums["target"] = target
-            if len(local.bundles) <= 1:
-                reason = "single_bundle" if local.bundles else "no_bundles"
-                out.broker(broker, reason, "overloaded, but a broker's only bundle is never shed", **nums)
-                continue
-            cands = candidates(load, local, throughput)
-            picked = cover(cands.ranked, target)
-            if not picked:
-                out.broker(
-                    broker,
-                    "no_candidates",
-                    "overloaded, but no bundle may be unloaded",
-                    **nums,
-                    **cands.numbers(),
-                )
-                continue
-            out.broker(
-                broker,
-                "overloaded",
-                "sheds its largest bundles until the target throughput is covered",
-                **nums,
-                **cands.numbers(),
-                selected=len(picked),
-            )
-            for bundle, traffic, before in picked:
-                out.unload(
-                    broker,
-                    bundle,
-                    "cover_target",
-                    "largest remaining bundle while the target is not covered",
-                    throughput=traffic,
-                    offloadedBefore=before,
-                    target=target,
-                )
+            shed_by_cover(out, load, broker, local, target, nums, "overloaded")
         return out.build(threshold=threshold)
 
     def on_active_brokers_change(self, active: set[str]) -> None:

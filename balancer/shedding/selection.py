@@ -137,3 +137,45 @@ class ResultBuilder:
             brokers=self.brokers,
             summary=summary,
         )
+
+
+def shed_by_cover(
+    out: ResultBuilder,
+    load: LoadData,
+    broker: str,
+    local: LocalBrokerData,
+    target: float,
+    nums: dict[str, float | int],
+    reason: str,
+) -> None:
+    """The tail OverloadShedder and ThresholdShedder share once a broker is over its bar: a broker's
+    only bundle is never shed; otherwise its largest bundles are taken until ``target`` is covered."""
+    if len(local.bundles) <= 1:
+        why = "single_bundle" if local.bundles else "no_bundles"
+        out.broker(broker, why, "over the bar, but a broker's only bundle is never shed", **nums)
+        return
+    cands = candidates(load, local, throughput)
+    picked = cover(cands.ranked, target)
+    if not picked:
+        out.broker(
+            broker, "no_candidates", "over the bar, but no bundle may be unloaded", **nums, **cands.numbers()
+        )
+        return
+    out.broker(
+        broker,
+        reason,
+        "sheds its largest bundles until the target throughput is covered",
+        **nums,
+        **cands.numbers(),
+        selected=len(picked),
+    )
+    for bundle, traffic, before in picked:
+        out.unload(
+            broker,
+            bundle,
+            "cover_target",
+            "largest remaining bundle while the target is not covered",
+            throughput=traffic,
+            offloadedBefore=before,
+            target=target,
+        )

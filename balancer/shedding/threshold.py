@@ -5,9 +5,9 @@ little toward an under-loaded one when nobody is above the bar."""
 from __future__ import annotations
 
 from balancer.config import LoadBalancerConfig
-from balancer.models import LoadData, LocalBrokerData, ResourceWeights
+from balancer.models import LoadData, ResourceWeights
 from balancer.shedding.base import SheddingResult
-from balancer.shedding.selection import ResultBuilder, candidates, cover, throughput
+from balancer.shedding.selection import ResultBuilder, shed_by_cover
 
 MARGIN = 0.05
 # Lower-boundary shedding moves only half of the threshold's share of the source's traffic.
@@ -72,55 +72,11 @@ class ThresholdShedder:
             if target < min_tp:
                 out.broker(broker, "below_min_throughput", "traffic to move is below the minimum", **nums)
                 continue
-            self._shed(out, load, broker, local, target, nums, "over_threshold")
+            shed_by_cover(out, load, broker, local, target, nums, "over_threshold")
 
         if not out.unloads and config.lowerBoundarySheddingEnabled:
             self._lower_boundary(out, load, t, h, min_tp, weights)
         return out.build(average=avg, threshold=t)
-
-    def _shed(
-        self,
-        out: ResultBuilder,
-        load: LoadData,
-        broker: str,
-        local: LocalBrokerData,
-        target: float,
-        nums: dict[str, float | int],
-        reason: str,
-    ) -> None:
-        if len(local.bundles) <= 1:
-            why = "single_bundle" if local.bundles else "no_bundles"
-            out.broker(broker, why, "over the bar, but a broker's only bundle is never shed", **nums)
-            return
-        cands = candidates(load, local, throughput)
-        picked = cover(cands.ranked, target)
-        if not picked:
-            out.broker(
-                broker,
-                "no_candidates",
-                "over the bar, but no bundle may be unloaded",
-                **nums,
-                **cands.numbers(),
-            )
-            return
-        out.broker(
-            broker,
-            reason,
-            "sheds its largest bundles until the target throughput is covered",
-            **nums,
-            **cands.numbers(),
-            selected=len(picked),
-        )
-        for bundle, traffic, before in picked:
-            out.unload(
-                broker,
-                bundle,
-                "cover_target",
-                "largest remaining bundle while the target is not covered",
-                throughput=traffic,
-                offloadedBefore=before,
-                target=target,
-            )
 
     def _lower_boundary(
         self,
@@ -159,4 +115,4 @@ class ThresholdShedder:
         if min_tp > target:
             out.broker(source, "below_min_throughput", "lower-boundary target is below the minimum", **nums)
             return
-        self._shed(out, load, source, local, target, nums, "lower_boundary")
+        shed_by_cover(out, load, source, local, target, nums, "lower_boundary")
