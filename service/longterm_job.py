@@ -16,7 +16,7 @@ no rank (the window is the exact mean). The few past the cap that joined later o
 are recomputed exactly with a ``row_number`` window over their own rows.
 
 Steps (each logs its counts and time):
-  1. cycle index: distinct sample times, numbered (one small broadcast table);
+  1. cycle index: distinct sample times, numbered on the driver (one small broadcast table);
   2. one pass per (bundle, hour of day): valid/invalid counts, first/last sample, sums, the
      ``u_g``-weighted sums, hourly rates for the peak hour; rolled up per bundle in Spark;
   3. window pass for the bundles the closed form cannot serve (usually none);
@@ -27,6 +27,7 @@ Steps (each logs its counts and time):
 from __future__ import annotations
 
 import argparse
+import bisect
 import logging
 import os
 import sys
@@ -103,14 +104,6 @@ def build_spark(master: str | None = "local[*]", conf: dict[str, str] | None = N
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    try:  # the cycle index is numbered in one partition on purpose (it holds one row per cycle)
-        jvm: Any = spark.sparkContext._jvm
-        level = jvm.org.apache.logging.log4j.Level.ERROR
-        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-            "org.apache.spark.sql.execution.window.WindowExec", level
-        )
-    except Exception:
-        log.debug("could not quieten WindowExec's single-partition warning", exc_info=True)
     return spark
 
 
@@ -192,28 +185,31 @@ def compute_bundles(
     spark: SparkSession, raw: DataFrame, progress: Callable[[str], None], with_p95: bool = False
 ) -> tuple[dict[str, BundleLongTerm], int, int, set[str]]:
     """(per-bundle results, valid rows, invalid rows, bundles live at the end of the range)."""
-    from pyspark.sql import Window
+    import pyarrow as pa
     from pyspark.sql import functions as F
 
     m = LONG_TERM_SAMPLES
     t0 = time.monotonic()
     df = raw.select("bundle", "time", *VALUES).withColumn("ok", valid_bundle_row())
     # One cheap pass over the time column: the cycle index, and the row count invalid rows are derived from.
-    per_time = df.groupBy("time").agg(F.count(F.lit(1)).alias("rows")).cache()
-    totals = per_time.agg(F.sum("rows"), F.count("time"), F.min("time")).first()
-    total_rows, total_cycles = (int(totals[0] or 0), int(totals[1] or 0)) if totals else (0, 0)
-    first_ms = int(totals[2]) if totals and totals[2] is not None else -1
+    # The distinct times come to the driver (one row per cycle) and go back as a local broadcast table:
+    # numbering them in Spark would cost a cached shuffle plus a single-partition window job.
+    per_time = df.groupBy("time").agg(F.count(F.lit(1)).alias("rows")).collect()
+    total_rows = sum(int(r["rows"]) for r in per_time)
+    times = sorted(int(r["time"]) for r in per_time if r["time"] is not None)
+    total_cycles = len(times)
+    first_ms = times[0] if times else -1
     took = time.monotonic() - t0
     progress(f"cycle index: {total_cycles} distinct cycle times, {total_rows} rows in {took:.1f} s")
     if total_cycles == 0:
-        per_time.unpersist()
         raise EmptyHistory("no valid bundle rows in the requested range")
     # Past ~700k cycles r**(G-g) leaves the double range; such ranges take the exact window path.
     closed_form = total_cycles <= MAX_CLOSED_FORM_CYCLES
-    numbered = per_time.where(F.col("time").isNotNull()).select("time")
-    numbered = numbered.withColumn("g", F.row_number().over(Window.orderBy("time")))
+    numbered = spark.createDataFrame(
+        pa.table({"time": pa.array(times, pa.int64()), "g": pa.array(range(1, total_cycles + 1), pa.int64())})
+    )
     u = F.pow(F.lit(DECAY), (F.lit(total_cycles) - F.greatest(F.col("g"), F.lit(m))).cast("double"))
-    cycles = numbered.withColumn("u", u)
+    cycles = numbered.select("time", u.alias("u"))
 
     t1 = time.monotonic()
     ok = F.col("ok")
@@ -225,7 +221,6 @@ def compute_bundles(
             F.count(F.lit(1)).alias("n"),
             F.min("time").alias("first_ms"),
             F.max("time").alias("last_ms"),
-            F.max("g").alias("last_g"),
             F.sum(F.col("msg_rate_in") + F.col("msg_rate_out")).alias("rate"),
             *[F.sum(v).alias(f"sum_{v}") for v in VALUES],
             *[F.sum(F.col("u") * F.col(v)).alias(f"u_{v}") for v in VALUES],
@@ -234,13 +229,14 @@ def compute_bundles(
     rolled = hourly.groupBy("bundle").agg(
         F.sum("n").alias("n"),
         F.min("first_ms").alias("first_ms"),
-        *[F.max(c).alias(c) for c in ("last_ms", "last_g")],
+        F.max("last_ms").alias("last_ms"),
         F.max_by("h", F.struct(F.col("rate") / F.col("n"), -F.col("h"))).alias("peak_hour"),
         F.max(F.col("rate") / F.col("n")).alias("peak_rate"),
         *[F.sum(f"{kind}_{v}").alias(f"{kind}_{v}") for kind in ("sum", "u") for v in VALUES],
     )
     stats = {r["bundle"]: r.asDict() for r in rolled.collect()}
-    per_time.unpersist()
+    for st in stats.values():  # g is monotonic in time: the last sample's cycle number
+        st["last_g"] = bisect.bisect_left(times, int(st["last_ms"])) + 1
     rows = sum(int(r["n"]) for r in stats.values())
     bad = total_rows - rows
     progress(
