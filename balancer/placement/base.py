@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
 from balancer.config import LoadBalancerConfig
-from balancer.explain import Explanation
+from balancer.explain import Explanation, explain
 from balancer.javamath import percent_usage
 from balancer.models import BundleData, LoadData, LocalBrokerData, ResourceWeights
 
@@ -85,3 +85,25 @@ def weighted_usage(local: LocalBrokerData, w: ResourceWeights) -> float:
         w.bandwidth_in,
         w.bandwidth_out,
     )
+
+
+def planned_or_none_left(
+    plans: Mapping[str, str], bundle: str, candidates: Sequence[str]
+) -> PlacementChoice | None:
+    """The prologue of every strategy that binds destinations when shedding (AvgShedder, ours): the
+    planned broker if it is still a candidate, an empty choice if nobody is; otherwise ``None`` and the
+    strategy picks by its own rule."""
+    planned = plans.get(bundle)
+    if planned is not None and planned in candidates:
+        return PlacementChoice(
+            planned,
+            explain(
+                "planned_destination",
+                "destination bound when the bundle was shed",
+                subject=bundle,
+                broker=planned,
+            ),
+        )
+    if not candidates:
+        return PlacementChoice(None, explain("no_candidates", "no candidate broker", subject=bundle))
+    return None

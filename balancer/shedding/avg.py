@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from balancer.config import LoadBalancerConfig
 from balancer.explain import explain
 from balancer.models import BundleData, LoadData
-from balancer.placement.base import PlacementChoice
+from balancer.placement.base import PlacementChoice, planned_or_none_left
 from balancer.shedding.base import SheddingResult
 from balancer.shedding.selection import ResultBuilder, candidates, msg_rate, throughput
 
@@ -201,19 +201,10 @@ class AvgShedder:
         config: LoadBalancerConfig,
         rng: random.Random,
     ) -> PlacementChoice:
+        early = planned_or_none_left(self.plans, bundle, candidates)
+        if early is not None:
+            return early
         planned = self.plans.get(bundle)
-        if planned is not None and planned in candidates:
-            return PlacementChoice(
-                planned,
-                explain(
-                    "planned_destination",
-                    "destination bound when the bundle was shed",
-                    subject=bundle,
-                    broker=planned,
-                ),
-            )
-        if not candidates:
-            return PlacementChoice(None, explain("no_candidates", "no candidate broker", subject=bundle))
         ordered = sorted(candidates)
         # Hashing a random int (not the bundle) spreads a dead broker's bundles over the survivors.
         draw = rng.randint(JAVA_INT_MIN, JAVA_INT_MAX)

@@ -27,7 +27,7 @@ from balancer.bundles import is_system_bundle
 from balancer.config import LoadBalancerConfig
 from balancer.explain import explain
 from balancer.models import BundleData, LoadData
-from balancer.placement.base import PlacementChoice
+from balancer.placement.base import PlacementChoice, planned_or_none_left
 from balancer.shedding.base import SheddingResult
 from balancer.shedding.selection import ResultBuilder
 
@@ -297,19 +297,9 @@ class BalancedShedder:
         config: LoadBalancerConfig,
         rng: random.Random,
     ) -> PlacementChoice:
-        planned = self.plans.get(bundle)
-        if planned is not None and planned in candidates:
-            return PlacementChoice(
-                planned,
-                explain(
-                    "planned_destination",
-                    "destination bound when the bundle was shed",
-                    subject=bundle,
-                    broker=planned,
-                ),
-            )
-        if not candidates:
-            return PlacementChoice(None, explain("no_candidates", "no candidate broker", subject=bundle))
+        early = planned_or_none_left(self.plans, bundle, candidates)
+        if early is not None:
+            return early
         v = self._view_for(load, config)
         lt = bundle_data.long_term_data
         w = v.weight(lt.msg_rate, lt.msg_throughput)
