@@ -1,0 +1,253 @@
+"""Kazoo session with JSON nodes: typed reads, compare-and-set writes, fenced multi-op transactions.
+
+Everything kazoo raises is translated here: connection problems become
+:class:`~service.errors.StoreUnavailable`, lost races :class:`~service.errors.StaleWrite`.
+A node that does not parse is skipped, logged and counted (``malformed``), never fatal.
+Pulsar's records on top of this live in :mod:`service.store`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KazooState
+from pydantic import BaseModel, ValidationError
+
+from balancer.errors import InvalidInput
+from service import zkpaths as P
+from service.errors import StaleWrite, StoreUnavailable
+
+log = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[V]):
+    """A value read with the node version a compare-and-set write must present."""
+
+    value: V
+    version: int
+
+
+@contextlib.contextmanager
+def translated() -> Iterator[None]:
+    """Kazoo exceptions -> service errors; everything else passes through."""
+    try:
+        yield
+    except BadVersionError as e:
+        raise StaleWrite(f"node changed since it was read: {e!r}") from None
+    except (KazooTimeoutError, KazooException) as e:
+        if isinstance(e, NoNodeError | NodeExistsError | NotEmptyError):
+            raise
+        raise StoreUnavailable(f"ZooKeeper unavailable: {type(e).__name__}") from None
+
+
+def json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+
+
+class Fenced:
+    """A multi-op write that commits only if this writer still holds the leader epoch it was given."""
+
+    def __init__(self, store: JsonZk, fence: Versioned[str] | None) -> None:
+        self._store = store
+        self._tx = store.client.transaction()
+        if fence is not None:
+            self._tx.check(P.LEADER_EPOCH, fence.version)
+
+    def set_json(self, path: str, obj: Any, version: int = -1) -> Fenced:
+        self._tx.set_data(path, json_bytes(obj), version)
+        return self
+
+    def create_json(self, path: str, obj: Any, ephemeral: bool = False) -> Fenced:
+        self._store.ensure_parent(path)
+        self._tx.create(path, json_bytes(obj), ephemeral=ephemeral)
+        return self
+
+    def upsert_json(self, path: str, obj: Any) -> Fenced:
+        """Create or overwrite; existence is read now, so a concurrent create makes the commit fail."""
+        with translated():
+            stat = self._store.client.exists(path)
+        return self.create_json(path, obj) if stat is None else self.set_json(path, obj, stat.version)
+
+    def delete(self, path: str, version: int = -1) -> Fenced:
+        self._tx.delete(path, version)
+        return self
+
+    def check(self, path: str, version: int) -> Fenced:
+        self._tx.check(path, version)
+        return self
+
+    def commit(self) -> None:
+        with translated():
+            results = self._tx.commit()
+        errors = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if errors:
+            raise StaleWrite(f"transaction refused: {type(errors[0]).__name__}")
+
+
+class JsonZk:
+    """Kazoo session plus JSON nodes. ``start()`` connects and creates the base paths; ``stop()`` closes.
+
+    ``on_malformed(path, reason)`` is called for every node skipped because it did not parse.
+    """
+
+    def __init__(
+        self,
+        hosts: str,
+        chroot: str = "",
+        session_timeout_s: float = 10.0,
+        on_malformed: Callable[[str, str], None] | None = None,
+    ) -> None:
+        chroot = chroot.rstrip("/")
+        if chroot and not chroot.startswith("/"):
+            raise InvalidInput("zk_chroot", chroot, "must start with '/'")
+        self.hosts = hosts + chroot
+        self.client = KazooClient(hosts=self.hosts, timeout=session_timeout_s)
+        self.session_timeout_s = session_timeout_s
+        self.malformed: Counter[str] = Counter()
+        self._on_malformed = on_malformed
+        self._lock = threading.Lock()
+
+    # ---- connection -----------------------------------------------------------------------
+    def start(self, timeout_s: float = 15.0) -> None:
+        try:
+            self.client.start(timeout=timeout_s)
+        except KazooTimeoutError:
+            self.client.stop()
+            raise StoreUnavailable(f"cannot connect to ZooKeeper at {self.hosts}") from None
+        with translated():
+            for path in P.BASE_PATHS:
+                self.client.ensure_path(path)
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.stop()
+        with contextlib.suppress(Exception):
+            self.client.close()
+
+    def add_state_listener(self, fn: Callable[[str], None]) -> None:
+        """``fn`` gets ``"CONNECTED"``, ``"SUSPENDED"`` or ``"LOST"`` on kazoo's thread: it must not block."""
+
+        def listener(state: KazooState) -> bool:
+            fn(str(state))
+            return False
+
+        self.client.add_listener(listener)
+
+    @property
+    def connected(self) -> bool:
+        return bool(self.client.connected)
+
+    @property
+    def session_id(self) -> int | None:
+        cid = self.client.client_id
+        return None if cid is None else int(cid[0])
+
+    # ---- generic ----------------------------------------------------------------------------
+    def ensure_parent(self, path: str) -> None:
+        with translated():
+            self.client.ensure_path(P.parent(path))
+
+    def get_json(self, path: str) -> Versioned[Any] | None:
+        """The node's JSON and version; None if absent; a node that is not JSON counts as malformed."""
+        with translated():
+            try:
+                raw, stat = self.client.get(path)
+            except NoNodeError:
+                return None
+        try:
+            return Versioned(json.loads(raw.decode("utf-8")) if raw else None, stat.version)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            self._malformed(path, f"not JSON: {e}")
+            return None
+
+    def get_model(self, path: str, model: type[M]) -> Versioned[M] | None:
+        got = self.get_json(path)
+        if got is None:
+            return None
+        try:
+            return Versioned(model.model_validate(got.value), got.version)
+        except ValidationError as e:
+            self._malformed(path, f"not a {model.__name__}: {e.errors()[0]['msg']}")
+            return None
+
+    def put_json(self, path: str, obj: Any, version: int | None = None, ephemeral: bool = False) -> int:
+        """Write ``obj``; with ``version`` a compare-and-set (``-1``: must not exist). Returns the version."""
+        data = json_bytes(obj)
+        with translated():
+            if version is None:
+                try:
+                    return int(self.client.set(path, data).version)
+                except NoNodeError:
+                    pass
+            if version is None or version == -1:
+                self.client.ensure_path(P.parent(path))
+                try:
+                    self.client.create(path, data, ephemeral=ephemeral)
+                    return 0
+                except NodeExistsError:
+                    if version == -1:
+                        raise StaleWrite(f"{path} already exists") from None
+                    return int(self.client.set(path, data).version)
+            try:
+                return int(self.client.set(path, data, version=version).version)
+            except NoNodeError:
+                raise StaleWrite(f"{path} vanished before the write") from None
+
+    def delete(self, path: str, version: int = -1, recursive: bool = False) -> bool:
+        with translated():
+            try:
+                self.client.delete(path, version=version, recursive=recursive)
+                return True
+            except NoNodeError:
+                return False
+
+    def children(self, path: str) -> list[str]:
+        with translated():
+            try:
+                return sorted(self.client.get_children(path))
+            except NoNodeError:
+                return []
+
+    def walk_ranges(self, root: str) -> list[str]:
+        """Relative names (``tenant/ns/0x…_0x…``) of every bundle-range node below ``root``."""
+        out: list[str] = []
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            for child in self.children(P.join(root, rel) if rel else root):
+                name = f"{rel}/{child}" if rel else child
+                if P.is_range(child):
+                    out.append(name)
+                elif rel.count("/") < 3:  # tenant/ns or tenant/cluster/ns: never deeper
+                    stack.append(name)
+        return sorted(out)
+
+    def fenced(self, fence: Versioned[str] | None) -> Fenced:
+        return Fenced(self, fence)
+
+    def _malformed(self, path: str, reason: str) -> None:
+        with self._lock:
+            self.malformed[path] += 1
+        log.warning("skipping malformed node %s: %s", path, reason)
+        if self._on_malformed is not None:
+            self._on_malformed(path, reason)
