@@ -4,6 +4,14 @@ Layout under the sink's URI (Hive-style partitions any Spark or pyarrow reader u
 
     bundles/date=YYYY-MM-DD/hour=HH/part-<uuid>.parquet
     brokers/date=YYYY-MM-DD/hour=HH/part-<uuid>.parquet
+    cycles/date=YYYY-MM-DD/hour=HH/part-<uuid>.parquet
+
+``cycles`` is a manifest of the recorded leader cycles: one row per cycle with its ``time`` (ms, the same
+value as its bundle and broker rows) and the number of ``bundles`` and ``brokers`` rows written for it.
+The long-term job reads the range's cycle times from it instead of scanning the bundle rows' time column;
+it checks every bundle row against the manifest and falls back to that scan when a time is missing
+(a manifest file whose write failed, or history written by something else), so the manifest only ever
+makes the job faster, never wrong.
 
 ``append_cycle`` only takes cheap copies (each broker's usage and its ``lastStats`` mapping) and queues
 them; one background thread builds the rows and does the Parquet I/O, so a slow or failing disk never
@@ -77,7 +85,9 @@ BROKER_SCHEMA = pa.schema(
     ]
 )
 
-DATASETS = {"bundles": BUNDLE_SCHEMA, "brokers": BROKER_SCHEMA}
+CYCLE_SCHEMA = pa.schema([("time", pa.int64()), ("bundles", pa.int64()), ("brokers", pa.int64())])
+
+DATASETS = {"bundles": BUNDLE_SCHEMA, "brokers": BROKER_SCHEMA, "cycles": CYCLE_SCHEMA}
 
 # Spark names object stores by its Hadoop connector (s3a://); pyarrow knows the same store as s3://.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
@@ -156,7 +166,7 @@ class SinkStats:
     cycles_dropped: int = 0  # queue full: the writer is behind
     cycles_stale: int = 0  # time did not advance past the previous cycle
     files_written: int = 0
-    rows_written: dict[str, int] = field(default_factory=lambda: {"bundles": 0, "brokers": 0})
+    rows_written: dict[str, int] = field(default_factory=lambda: {"bundles": 0, "brokers": 0, "cycles": 0})
     write_errors: int = 0
 
 
@@ -236,8 +246,13 @@ class HistorySink:
         groups: dict[tuple[str, str, str], list[tuple[Any, ...]]] = defaultdict(list)
         for now_ms, brokers, owners in cycles:
             date, hour = partition_of(now_ms)
-            groups[("bundles", date, hour)].extend(bundle_rows(now_ms, brokers, owners))
+            b_rows = bundle_rows(now_ms, brokers, owners)
+            groups[("bundles", date, hour)].extend(b_rows)
             groups[("brokers", date, hour)].extend(broker_rows(now_ms, brokers))
+            groups[("cycles", date, hour)].append((now_ms, len(b_rows), len(brokers)))
+        # Dict order writes each partition's manifest after its bundle rows, so a reader in between sees
+        # bundle times the manifest lacks, which the job detects; a failed bundle write leaves manifest times
+        # without rows, which only send bundles to the job's exact (slower) path.
         for (dataset, date, hour), rows in groups.items():
             if not rows:
                 continue

@@ -79,7 +79,74 @@ def test_rows_layout_and_partitions(tmp_path: Path) -> None:
     assert any(f.startswith(f"bundles/date={date}/hour=22/part-") for f in files)
     assert any(f.startswith(f"brokers/date={date}/hour=23/part-") for f in files)
     assert not [f for f in files if "/_" in f or "/." in f], "temporary files left behind"
-    assert sink.stats.rows_written == {"bundles": 4, "brokers": 4}
+    assert sink.stats.rows_written == {"bundles": 4, "brokers": 4, "cycles": 2}
+
+
+def test_cycle_manifest_has_one_row_per_written_cycle(tmp_path: Path) -> None:
+    sink = HistorySink(str(tmp_path))
+    sink.append_cycle(T0, _load(10.0), OWNERS)
+    sink.append_cycle(T0, _load(10.0), OWNERS)  # stale: neither rows nor a manifest entry
+    sink.append_cycle(T0 + 60_000, LoadData(), {})  # nothing reported: a cycle without rows
+    sink.append_cycle(T0 + 3_600_000, _load(20.0), OWNERS)  # next hour: another partition
+    sink.close()
+    cycles = sorted(
+        ds.dataset(str(tmp_path / "cycles"), format="parquet", partitioning="hive").to_table().to_pylist(),
+        key=lambda r: r["time"],
+    )
+    assert [(r["time"], r["bundles"], r["brokers"], r["hour"]) for r in cycles] == [
+        (T0, 2, 2, 22),
+        (T0 + 60_000, 0, 0, 22),
+        (T0 + 3_600_000, 2, 2, 23),
+    ]
+    # the manifest's counts are the rows really written for each cycle
+    per_time: dict[int, int] = {}
+    for r in _read(tmp_path, "bundles"):
+        per_time[r["time"]] = per_time.get(r["time"], 0) + 1
+    assert per_time == {r["time"]: r["bundles"] for r in cycles if r["bundles"]}
+    manifest_dir = tmp_path / "cycles"
+    files = sorted(p.relative_to(manifest_dir).as_posix() for p in manifest_dir.rglob("*") if p.is_file())
+    assert [f.rsplit("/", 1)[0] for f in files] == ["date=2023-11-14/hour=22", "date=2023-11-14/hour=23"]
+    assert all(f.rsplit("/", 1)[1].startswith("part-") for f in files), "temporary manifest files left behind"
+
+
+def test_manifest_is_written_atomically_after_its_bundle_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = HistorySink(str(tmp_path), max_cycles_per_file=100)
+    real = sink._write_file
+    seen: list[tuple[str, str, list[str]]] = []
+
+    def watched(dataset: str, date: str, hour: str, rows: list[Any]) -> None:
+        # what a reader would list in the partition just before this file appears
+        directory = tmp_path / dataset / f"date={date}" / f"hour={hour}"
+        before = sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+        seen.append((dataset, hour, before))
+        if dataset == "cycles" and hour == "23":
+            raise OSError("disk full")  # the manifest write fails; its bundle rows are already in place
+        real(dataset, date, hour, rows)
+
+    monkeypatch.setattr(sink, "_write_file", watched)
+    gate = threading.Event()
+    held = sink._write_cycles
+
+    def batched(cycles: list[Any]) -> None:
+        gate.wait(10)
+        held(cycles)
+
+    monkeypatch.setattr(sink, "_write_cycles", batched)
+    sink.append_cycle(T0, _load(), OWNERS)
+    sink.append_cycle(T0 + 3_600_000, _load(), OWNERS)
+    gate.set()
+    sink.close()
+    order = [(d, h) for d, h, _ in seen]
+    for hour in ("22", "23"):
+        assert order.index(("bundles", hour)) < order.index(("cycles", hour))
+    assert all(before == [] for d, _, before in seen if d == "cycles")  # nothing half-written before
+    assert sink.stats.write_errors == 1
+    assert len(_read(tmp_path, "bundles")) == 4  # the failed manifest cost no bundle rows
+    manifest = ds.dataset(str(tmp_path / "cycles"), format="parquet", partitioning="hive").to_table()
+    assert manifest.column("time").to_pylist() == [T0]
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith("_")], "temporary files left behind"
 
 
 def test_stale_cycle_is_skipped(tmp_path: Path) -> None:
