@@ -65,7 +65,7 @@ class ZkExecutor:
         self._fence = fence
         self._clock_ms = clock_ms
 
-    def _tx_fence(self) -> Versioned[str]:
+    def current_fence(self) -> Versioned[str]:
         fence = self._fence()
         if fence is None:
             raise StaleWrite("not the leader: no leader epoch to fence the write on")
@@ -73,7 +73,7 @@ class ZkExecutor:
 
     def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
         """Point the assignment at ``destination``; without one, drop it so the bundle is placed afresh."""
-        tx = self._store.fenced(self._tx_fence())
+        tx = self._store.fenced(self.current_fence())
         path = P.assignment_path(bundle)
         if destination is None:
             got = self._store.get_json(path)
@@ -86,7 +86,7 @@ class ZkExecutor:
 
     def assign(self, bundle: str, broker: str, reason: str, expected_version: int | None) -> None:
         """Give an unowned bundle to ``broker``; ``expected_version`` None = no assignment node existed."""
-        tx = self._store.fenced(self._tx_fence())
+        tx = self._store.fenced(self.current_fence())
         doc = ZkStore.assignment_doc(Assignment(broker, None, reason, self._clock_ms()))
         path = P.assignment_path(bundle)
         if expected_version is None:
@@ -118,7 +118,7 @@ class ZkExecutor:
         owner = self._store.read_owners().get(bundle)
         current = assignments.get(bundle)
         broker = owner.broker if owner is not None else (current.value.broker if current else None)
-        tx = self._store.fenced(self._tx_fence())
+        tx = self._store.fenced(self.current_fence())
         tx.set_json(P.policies_path(ns), self._store.layout_doc(ns, new_layout), got.version)
         if broker is not None:
             for child in children:

@@ -148,7 +148,7 @@ class LeaderJobs:
         assigned = 0
         for bundle, stale in sorted(snap.assignments.items()):
             if bundle not in live and self.is_leader():  # left over from a split or a deleted namespace
-                self.store.fenced(self.assigner._tx_fence()).delete(
+                self.store.fenced(self.assigner.current_fence()).delete(
                     P.assignment_path(bundle), stale.version
                 ).commit()
         if not snap.brokers:
@@ -203,14 +203,21 @@ class LeaderJobs:
         load = self.view.load
         written = 0
         conflicts: list[str] = []
+        try:
+            fence = self.assigner.current_fence()
+        except StaleWrite:
+            return 0  # leadership ended since the check above
         for bundle in top_k_bundles_to_write(load, config):
             # Compare-and-set: a node the long-term job changed since the refresh above is left as it
             # is; the next refresh adopts its longTermData and the write after that goes through.
+            # Fenced on the epoch: a write refused because leadership moved on ends the job.
             try:
                 version = self.store.write_bundle_data_cas(
-                    bundle, load.bundle_data[bundle], self.view.expected_version(bundle)
+                    bundle, load.bundle_data[bundle], self.view.expected_version(bundle), fence
                 )
             except StaleWrite:
+                if not self.is_leader():
+                    break
                 conflicts.append(bundle)
                 continue
             self.view.wrote(bundle, version)

@@ -112,10 +112,23 @@ class ZkStore(JsonZk):
             self._malformed(path, f"not a BundleData: {e.errors()[0]['msg']}")
         return None
 
-    def write_bundle_data_cas(self, bundle: str, data: BundleData, version: int) -> int:
+    def write_bundle_data_cas(
+        self, bundle: str, data: BundleData, version: int, fence: Versioned[str] | None = None
+    ) -> int:
         """Write only if the node is still at ``version`` (``-1``: must not exist); returns the new
-        version. Raises StaleWrite when another writer (the long-term job) got there first."""
-        return self.put_json(P.bundle_data_path(bundle), data.to_json_dict(), version=version)
+        version. Raises StaleWrite when another writer (the long-term job) got there first, or, with
+        ``fence``, when the leader epoch moved on (a replaced leader's late write must not be adopted
+        by the new leader as if the long-term job had written it)."""
+        path = P.bundle_data_path(bundle)
+        if fence is None:
+            return self.put_json(path, data.to_json_dict(), version=version)
+        tx = self.fenced(fence)
+        if version == -1:
+            tx.create_json(path, data.to_json_dict())
+        else:
+            tx.set_json(path, data.to_json_dict(), version)
+        tx.commit()
+        return version + 1  # a CAS at ``version`` leaves ``version + 1``; a create leaves 0
 
     def delete_bundle_data(self, bundle: str) -> None:
         self.delete(P.bundle_data_path(bundle))

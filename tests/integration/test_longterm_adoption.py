@@ -114,10 +114,11 @@ def test_live_leader_adopts_merged_long_term_data_and_keeps_it(cluster: Cluster)
 
 
 def _jobs(store: ZkStore, view: LoadView) -> LeaderJobs:
+    fence = store.bump_epoch("test-leader")  # the writer fences bundle data on the leader epoch
     return LeaderJobs(
         store,
-        ZkExecutor(store, lambda: None),
-        ZkExecutor(store, lambda: None),
+        ZkExecutor(store, lambda: fence),
+        ZkExecutor(store, lambda: fence),
         view,
         DecisionLog(10),
         NoMetrics(),
@@ -173,3 +174,9 @@ def test_a_merge_racing_the_writer_is_not_overwritten_and_is_adopted_next(cluste
     store.delete(P.bundle_data_path(bundle))
     assert jobs.write_bundle_data(config, shedder, placement) == 1
     assert _node(store, bundle)[1] == 0 == view.expected_version(bundle)
+
+    # A replaced leader (the epoch moved on) writes nothing, even while it still believes it leads.
+    store.bump_epoch("next-leader")
+    before = _node(store, bundle)
+    assert jobs.write_bundle_data(config, shedder, placement) == 0
+    assert _node(store, bundle) == before

@@ -121,6 +121,26 @@ def test_writes_fenced_on_an_old_leader_epoch_fail(store: ZkStore, other: ZkStor
     assert assigned.value.broker == "b1"
 
 
+def test_bundle_data_write_is_compare_and_set_and_fenced_on_the_epoch(store: ZkStore, other: ZkStore) -> None:
+    old = store.bump_epoch("s1")
+    first = BundleData.default()
+    assert store.write_bundle_data_cas(BUNDLE, first, -1, old) == 0
+    with pytest.raises(StaleWrite):  # must not exist any more
+        store.write_bundle_data_cas(BUNDLE, first, -1, old)
+    second = BundleData.default()
+    second.long_term_data.msg_rate_in = 42.0
+    assert store.write_bundle_data_cas(BUNDLE, second, 0, old) == 1
+    assert store.client.get(P.bundle_data_path(BUNDLE))[1].version == 1
+    new = other.bump_epoch("s2")
+    late = BundleData.default()
+    late.long_term_data.msg_rate_in = 7.0
+    with pytest.raises(StaleWrite):  # the replaced leader's late write is refused
+        store.write_bundle_data_cas(BUNDLE, late, 1, old)
+    assert store.read_bundle_data()[BUNDLE].long_term_data.msg_rate_in == 42.0
+    assert other.write_bundle_data_cas(BUNDLE, late, 1, new) == 2
+    assert store.read_bundle_data()[BUNDLE].long_term_data.msg_rate_in == 7.0
+
+
 def test_chroot_confines_every_path(zk_hosts: str) -> None:
     chroot = f"/c-{uuid.uuid4().hex}"
     admin = KazooClient(hosts=zk_hosts)
