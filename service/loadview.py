@@ -16,6 +16,7 @@ bundle-data writer then writes compare-and-set against that version (``expected_
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from balancer.bundles import NamespaceBundles
@@ -54,8 +55,10 @@ class Snapshot:
 class LoadView:
     """LoadData and the placement context, carried from one refresh to the next."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_adopt: Callable[[list[str]], None] | None = None) -> None:
+        """``on_adopt(bundles)`` is told, once per refresh, which bundles' longTermData was adopted."""
         self.adopted_long_term_total = 0
+        self._on_adopt = on_adopt
         self.reset()
 
     def reset(self) -> None:
@@ -151,4 +154,6 @@ class LoadView:
                 len(adopted),
                 adopted[0],
             )
+            if self._on_adopt is not None:
+                self._on_adopt(adopted)
         return adopted

@@ -136,7 +136,7 @@ class LoadManagerService:
         )
         assigner = ZkExecutor(self.store, self.election.fence)
         self.executor: Executor = executor or assigner
-        self._loadview = LoadView()
+        self._loadview = LoadView(on_adopt=self._record_adoption)
         self.jobs = LeaderJobs(
             self.store,
             self.executor,
@@ -287,6 +287,17 @@ class LoadManagerService:
     def _on_malformed(self, path: str, reason: str) -> None:
         if path.startswith(P.BROKERS + "/"):
             self.metrics.malformed_report(path[len(P.BROKERS) + 1 :])
+
+    def _record_adoption(self, bundles: list[str]) -> None:
+        # Another writer's numbers now drive placement: operators should see that next to the decisions.
+        why = explain(
+            "adopted-long-term-data",
+            f"adopted longTermData of {len(bundles)} bundle(s) from another writer (the long-term job)",
+            bundles=len(bundles),
+            examples=bundles[:10],
+        )
+        why.numbers.setdefault("leaderEpoch", self._epoch())
+        self._decisions.add(now_ms(), "adoption", why, bundle=bundles[0] if len(bundles) == 1 else None)
 
     def _epoch(self) -> int | None:
         f = self.election.fence()

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from balancer.explain import Explanation
 from balancer.models import BundleData, LocalBrokerData
 
-DecisionKind = Literal["shedding", "placement", "split", "manual"]
+DecisionKind = Literal["shedding", "placement", "split", "manual", "adoption"]
 
 
 class ClusterView(BaseModel):

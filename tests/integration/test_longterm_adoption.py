@@ -83,6 +83,10 @@ def test_live_leader_adopts_merged_long_term_data_and_keeps_it(cluster: Cluster)
     # (a) the next sampling refresh adopts it: the leader's view and LoadData show the merged window.
     wait_for(lambda: _kept(svc.view().bundle_data[target].long_term_data), 15, what="adoption")
     assert svc._loadview.adopted_long_term_total >= 1
+    adoptions = svc.decisions(100, "adoption")
+    assert adoptions and adoptions[0].bundle == target, adoptions
+    assert adoptions[0].explanation["reason"] == "adopted-long-term-data"
+    assert adoptions[0].explanation["numbers"]["bundles"] == 1
     assert svc.view().bundle_data[other].long_term_data.msg_rate_in < 1000  # only the merged bundle
 
     # (b) the leader keeps writing (short-term follows its samples of the new traffic) and the
