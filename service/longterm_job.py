@@ -16,9 +16,15 @@ no rank (the window is the exact mean). The few past the cap that joined later o
 are recomputed exactly with a ``row_number`` window over their own rows.
 
 Steps (each logs its counts and time):
-  1. cycle index: distinct sample times, numbered on the driver (one small broadcast table);
-  2. one pass per (bundle, hour of day): valid/invalid counts, first/last sample, sums, the
-     ``u_g``-weighted sums, hourly rates for the peak hour; rolled up per bundle in Spark;
+  1. cycle index: the range's cycle times, numbered on the driver (one small broadcast table). They come
+     from the sink's ``cycles`` manifest (one row per cycle) when the history has one, else from a scan
+     of the bundle rows' time column;
+  2. one pass per (bundle, hour of day): valid counts, first/last sample, sums, the ``u_g``-weighted sums,
+     hourly rates for the peak hour; rolled up per bundle in Spark. All rows are counted on the way
+     (an observed metric) for the bad-row count. The index is left-joined and rows whose time it lacks
+     are counted: a manifest that missed a cycle makes the job rescan the times and redo the pass, so
+     the manifest can only make the job faster, never wrong. A manifest time without bundle rows is
+     harmless: it leaves a gap in the cycle numbers of the bundles around it, which sends them to step 3;
   3. window pass for the bundles the closed form cannot serve (usually none);
   4. p95 on request (``percentile_approx`` sketches cost several times the rest, hence opt-in);
   5. broker capacity regression; 6. results to Parquet; 7. merge into ZooKeeper (unless dry run).
@@ -118,6 +124,14 @@ def _bundle_schema() -> Any:
     return T.StructType(fields)
 
 
+def _cycle_schema() -> Any:
+    from pyspark.sql import types as T
+
+    fields = [T.StructField(c, T.LongType()) for c in ("time", "bundles", "brokers")]
+    fields += [T.StructField("date", T.DateType()), T.StructField("hour", T.IntegerType())]
+    return T.StructType(fields)
+
+
 def read_range(spark: SparkSession, uri: str, dataset: str, start_ms: int, end_ms: int) -> DataFrame:
     """Rows of ``[start_ms, end_ms)``; partition pruning on ``date`` keeps other days unread."""
     from pyspark.errors import AnalysisException
@@ -127,8 +141,8 @@ def read_range(spark: SparkSession, uri: str, dataset: str, start_ms: int, end_m
     if not _path_exists(spark, root):
         raise EmptyHistory(f"no {dataset} history at {root}")
     reader = spark.read.option("basePath", root)
-    if dataset == "bundles":
-        reader = reader.schema(_bundle_schema())
+    if dataset in ("bundles", "cycles"):
+        reader = reader.schema(_bundle_schema() if dataset == "bundles" else _cycle_schema())
     try:
         df = reader.parquet(root)
     except AnalysisException as e:
@@ -182,59 +196,44 @@ def valid_bundle_row() -> Column:
 
 
 def compute_bundles(
-    spark: SparkSession, raw: DataFrame, progress: Callable[[str], None], with_p95: bool = False
+    spark: SparkSession,
+    raw: DataFrame,
+    progress: Callable[[str], None],
+    with_p95: bool = False,
+    manifest: DataFrame | None = None,
 ) -> tuple[dict[str, BundleLongTerm], int, int, set[str]]:
-    """(per-bundle results, valid rows, invalid rows, bundles live at the end of the range)."""
-    import pyarrow as pa
+    """(per-bundle results, valid rows, invalid rows, bundles live at the end of the range).
+
+    ``manifest``: the range's rows of the sink's ``cycles`` dataset (:func:`read_manifest`), if any.
+    """
     from pyspark.sql import functions as F
 
     m = LONG_TERM_SAMPLES
     t0 = time.monotonic()
     df = raw.select("bundle", "time", *VALUES).withColumn("ok", valid_bundle_row())
-    # One cheap pass over the time column: the cycle index, and the row count invalid rows are derived from.
-    # The distinct times come to the driver (one row per cycle) and go back as a local broadcast table:
-    # numbering them in Spark would cost a cached shuffle plus a single-partition window job.
-    per_time = df.groupBy("time").agg(F.count(F.lit(1)).alias("rows")).collect()
-    total_rows = sum(int(r["rows"]) for r in per_time)
-    times = sorted(int(r["time"]) for r in per_time if r["time"] is not None)
-    total_cycles = len(times)
-    first_ms = times[0] if times else -1
-    took = time.monotonic() - t0
-    progress(f"cycle index: {total_cycles} distinct cycle times, {total_rows} rows in {took:.1f} s")
-    if total_cycles == 0:
+    times = _manifest_times(manifest) if manifest is not None else []
+    source = "from the cycles manifest"
+    if not times:
+        times, source = _scanned_times(df), "scanned from the bundle rows"
+    progress(f"cycle index: {len(times)} distinct cycle times {source} in {time.monotonic() - t0:.1f} s")
+    if not times:
         raise EmptyHistory("no valid bundle rows in the requested range")
-    # Past ~700k cycles r**(G-g) leaves the double range; such ranges take the exact window path.
-    closed_form = total_cycles <= MAX_CLOSED_FORM_CYCLES
-    numbered = spark.createDataFrame(
-        pa.table({"time": pa.array(times, pa.int64()), "g": pa.array(range(1, total_cycles + 1), pa.int64())})
-    )
-    u = F.pow(F.lit(DECAY), (F.lit(total_cycles) - F.greatest(F.col("g"), F.lit(m))).cast("double"))
-    cycles = numbered.select("time", u.alias("u"))
 
     t1 = time.monotonic()
-    ok = F.col("ok")
-    hourly = (
-        df.where(ok)
-        .join(F.broadcast(cycles), "time")
-        .groupBy("bundle", (F.floor(F.col("time") / 3_600_000) % 24).cast("int").alias("h"))
-        .agg(
-            F.count(F.lit(1)).alias("n"),
-            F.min("time").alias("first_ms"),
-            F.max("time").alias("last_ms"),
-            F.sum(F.col("msg_rate_in") + F.col("msg_rate_out")).alias("rate"),
-            *[F.sum(v).alias(f"sum_{v}") for v in VALUES],
-            *[F.sum(F.col("u") * F.col(v)).alias(f"u_{v}") for v in VALUES],
-        )
-    )
-    rolled = hourly.groupBy("bundle").agg(
-        F.sum("n").alias("n"),
-        F.min("first_ms").alias("first_ms"),
-        F.max("last_ms").alias("last_ms"),
-        F.max_by("h", F.struct(F.col("rate") / F.col("n"), -F.col("h"))).alias("peak_hour"),
-        F.max(F.col("rate") / F.col("n")).alias("peak_rate"),
-        *[F.sum(f"{kind}_{v}").alias(f"{kind}_{v}") for kind in ("sum", "u") for v in VALUES],
-    )
-    stats = {r["bundle"]: r.asDict() for r in rolled.collect()}
+    stats, total_rows, unindexed = _main_pass(spark, df, times)
+    if unindexed:
+        # A manifest time is missing (a failed manifest write, a reader racing the sink, foreign history):
+        # those rows joined no cycle number, so the pass is redone with an index that covers every row.
+        msg = f"{unindexed} valid rows have a time missing from the cycles manifest: rescanning cycle times"
+        log.warning("%s", msg)
+        progress(msg)
+        times = _scanned_times(df)
+        stats, total_rows, unindexed = _main_pass(spark, df, times)
+        progress(f"cycle index: {len(times)} distinct cycle times scanned from the bundle rows")
+        if unindexed:  # cannot happen: the scan saw every row's time
+            raise RuntimeError(f"{unindexed} rows missing from a scanned cycle index")
+    total_cycles = len(times)
+    closed_form = total_cycles <= MAX_CLOSED_FORM_CYCLES
     for st in stats.values():  # g is monotonic in time: the last sample's cycle number
         st["last_g"] = bisect.bisect_left(times, int(st["last_ms"])) + 1
     rows = sum(int(r["n"]) for r in stats.values())
@@ -248,9 +247,12 @@ def compute_bundles(
     live = {b for b, r in stats.items() if int(r["last_ms"]) == end_ms}
 
     t2 = time.monotonic()
+    # A manifest time without rows (or a scanned time with only invalid rows) leaves a gap in the numbers
+    # g of the bundles present around it, so last_g != n and they are ranked by the window: exact, slower.
     windowed = [
-        b for b, r in stats.items() if r["n"] > m and not (closed_form and _from_first_cycle(r, first_ms))
+        b for b, r in stats.items() if r["n"] > m and not (closed_form and _from_first_cycle(r, times[0]))
     ]
+    ok = F.col("ok")
     if windowed:
         for r in _window_sums(df.where(ok & F.col("bundle").isin(windowed))).collect():
             stats[r["bundle"]].update({f"w_{v}": r[f"w_{v}"] for v in VALUES})
@@ -270,6 +272,78 @@ def compute_bundles(
         progress(f"p95 for {len(stats)} bundles in {time.monotonic() - t3:.1f} s")
     results = {b: _assemble(b, r, total_cycles) for b, r in stats.items()}
     return results, rows, bad, live
+
+
+def read_manifest(spark: SparkSession, uri: str, start_ms: int, end_ms: int) -> DataFrame | None:
+    """The range's rows of the sink's ``cycles`` manifest, or None for history written without one."""
+    try:
+        return read_range(spark, uri, "cycles", start_ms, end_ms)
+    except EmptyHistory:
+        return None
+
+
+def _manifest_times(manifest: DataFrame) -> list[int]:
+    """Sorted distinct times of the manifest's cycles that wrote bundle rows (one small row per cycle)."""
+    from pyspark.sql import functions as F
+
+    rows = manifest.where(F.col("bundles") > 0).select("time").collect()
+    return sorted({int(r["time"]) for r in rows if r["time"] is not None})
+
+
+def _scanned_times(df: DataFrame) -> list[int]:
+    """Sorted distinct times of the bundle rows: a scan of the time column, one row per cycle collected."""
+    rows = df.select("time").distinct().collect()
+    return sorted(int(r["time"]) for r in rows if r["time"] is not None)
+
+
+def _main_pass(
+    spark: SparkSession, df: DataFrame, times: list[int]
+) -> tuple[dict[str, dict[str, Any]], int, int]:
+    """(per-bundle sums, all rows read, valid rows whose time is not in ``times``) in one scan.
+
+    The cycle numbers g (a time's position in ``times``) go to the executors as a broadcast table and are
+    left-joined, so a row whose time the index lacks is counted rather than lost.
+    """
+    import pyarrow as pa
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    m = LONG_TERM_SAMPLES
+    total_cycles = len(times)
+    numbered = spark.createDataFrame(
+        pa.table({"time": pa.array(times, pa.int64()), "g": pa.array(range(1, total_cycles + 1), pa.int64())})
+    )
+    u = F.pow(F.lit(DECAY), (F.lit(total_cycles) - F.greatest(F.col("g"), F.lit(m))).cast("double"))
+    cycles = numbered.select("time", u.alias("u"))
+    counted = Observation("rows")
+    ok = F.col("ok")
+    hourly = (
+        df.observe(counted, F.count(F.lit(1)).alias("rows"))
+        .where(ok)
+        .join(F.broadcast(cycles), "time", "left")
+        .groupBy("bundle", (F.floor(F.col("time") / 3_600_000) % 24).cast("int").alias("h"))
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            F.count("u").alias("n_u"),
+            F.min("time").alias("first_ms"),
+            F.max("time").alias("last_ms"),
+            F.sum(F.col("msg_rate_in") + F.col("msg_rate_out")).alias("rate"),
+            *[F.sum(v).alias(f"sum_{v}") for v in VALUES],
+            *[F.sum(F.col("u") * F.col(v)).alias(f"u_{v}") for v in VALUES],
+        )
+    )
+    rolled = hourly.groupBy("bundle").agg(
+        F.sum("n").alias("n"),
+        F.sum(F.col("n") - F.col("n_u")).alias("unindexed"),
+        F.min("first_ms").alias("first_ms"),
+        F.max("last_ms").alias("last_ms"),
+        F.max_by("h", F.struct(F.col("rate") / F.col("n"), -F.col("h"))).alias("peak_hour"),
+        F.max(F.col("rate") / F.col("n")).alias("peak_rate"),
+        *[F.sum(f"{kind}_{v}").alias(f"{kind}_{v}") for kind in ("sum", "u") for v in VALUES],
+    )
+    stats = {r["bundle"]: r.asDict() for r in rolled.collect()}
+    unindexed = sum(int(r["unindexed"]) for r in stats.values())
+    return stats, int(counted.get["rows"]), unindexed
 
 
 def _from_first_cycle(r: dict[str, Any], first_ms: int) -> bool:
@@ -405,8 +479,9 @@ def run(
 
     spark = spark or build_spark(options.master)
     raw = read_range(spark, options.history, "bundles", options.start_ms, options.end_ms)
+    manifest = read_manifest(spark, options.history, options.start_ms, options.end_ms)
     with_p95 = options.p95 or options.mode == "p95"
-    bundles, rows, bad, live = compute_bundles(spark, raw, say, with_p95)
+    bundles, rows, bad, live = compute_bundles(spark, raw, say, with_p95, manifest)
     t = time.monotonic()
     capacity, bad_brokers = compute_capacity(spark, options.history, options.start_ms, options.end_ms)
     took = time.monotonic() - t

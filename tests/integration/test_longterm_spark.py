@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import random
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,26 @@ import pyarrow.parquet as pq
 import pytest
 from kazoo.client import KazooClient
 
-from balancer.longterm import BrokerSample, BundleSample, capacity_by_broker, long_term_by_bundle
+from balancer.longterm import (
+    BrokerSample,
+    BundleLongTerm,
+    BundleSample,
+    capacity_by_broker,
+    is_valid_bundle_sample,
+    long_term_by_bundle,
+)
 from balancer.models import BrokerData, LoadData, LocalBrokerData, NamespaceBundleStats, ResourceUsage
 from service.history import BUNDLE_SCHEMA, HistorySink, partition_of
-from service.longterm_job import EXIT_BAD_ARGS, EXIT_EMPTY, EXIT_OK, VALUES, add_arguments, execute
+from service.longterm_job import (
+    EXIT_BAD_ARGS,
+    EXIT_EMPTY,
+    EXIT_OK,
+    VALUES,
+    JobOptions,
+    add_arguments,
+    execute,
+    run,
+)
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -162,6 +179,8 @@ def test_job_matches_reference_and_merges_into_zookeeper(
     assert execute(args, spark) == EXIT_OK
     err = capsys.readouterr().err
     assert f"{expected_bad} bad (skipped)" in err, err
+    assert f"cycle index: {CYCLES} distinct cycle times from the cycles manifest" in err, err
+    assert "rescanning" not in err
     # DENSE takes the closed form (rank = cycle number); GAPPY and NOISY miss cycles and need the window
     assert "3 bundles past 1000 samples, 2 of them ranked by a window" in err, err
     assert "zookeeper: 1 updated, 3 created, 1 skipped" in err, err
@@ -232,3 +251,101 @@ def test_missing_or_empty_range_is_a_clear_exit(
     backwards = _args("--history", str(history), "--from", "2024-03-11", "--to", "2024-03-09", "--dry-run")
     assert execute(backwards, spark) == EXIT_BAD_ARGS
     assert "--from" in capsys.readouterr().err
+
+
+def _samples(root: Path) -> list[BundleSample]:
+    rows = ds.dataset(str(root / "bundles"), format="parquet", partitioning="hive").to_table().to_pylist()
+    return [
+        BundleSample(r["bundle"], r["time"], r["msg_rate_in"], r["msg_rate_out"], r["msg_throughput_in"],
+                     r["msg_throughput_out"])
+        for r in rows
+    ]  # fmt: skip
+
+
+def _rewrite_manifest(root: Path, keep: Any, extra: list[dict[str, Any]] | None = None) -> None:
+    """Edit the sink's manifest in place: drop rows ``keep`` rejects, add ``extra`` rows to the first hour."""
+    files = sorted((root / "cycles").rglob("part-*.parquet"))
+    for i, f in enumerate(files):
+        table = pq.read_table(f, partitioning=None)
+        rows = [r for r in table.to_pylist() if keep(r)]
+        if i == 0 and extra:
+            rows += extra
+        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), f)
+
+
+def _run_job(root: Path, spark: Any) -> tuple[Any, list[str]]:
+    lines: list[str] = []
+    options = JobOptions(history=str(root), start_ms=T0, end_ms=END_MS, dry_run=True)
+    return run(options, spark, progress=lines.append), lines
+
+
+def _assert_exact(got: dict[str, BundleLongTerm], want: dict[str, BundleLongTerm]) -> None:
+    assert set(got) == set(want)
+    for b, w in want.items():
+        g = got[b]
+        assert (g.samples, g.first_ms, g.last_ms, g.peak_hour) == (
+            w.samples,
+            w.first_ms,
+            w.last_ms,
+            w.peak_hour,
+        )
+        for v in VALUES:
+            assert getattr(g.pulsar, v) == pytest.approx(getattr(w.pulsar, v), rel=1e-9), (b, v)
+        assert list(g.mean) == pytest.approx(list(w.mean), rel=1e-9), b
+        assert g.peak_hour_msg_rate == pytest.approx(w.peak_hour_msg_rate, rel=1e-9), b
+
+
+def test_manifest_missing_a_cycle_falls_back_to_the_scan_exactly(
+    history: Path, spark: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "h"
+    shutil.copytree(history, root)
+    lost = T0 + 700 * STEP_MS  # every live bundle has a row then
+    _rewrite_manifest(root, lambda r: r["time"] != lost)
+    samples = _samples(root)
+    expected, expected_bad = long_term_by_bundle(samples)
+    lost_rows = sum(1 for s in samples if s.time_ms == lost and is_valid_bundle_sample(s))
+    assert lost_rows >= 3
+
+    result, lines = _run_job(root, spark)
+    text = "\n".join(lines)
+    assert f"cycle index: {CYCLES - 1} distinct cycle times from the cycles manifest" in text, text
+    assert f"{lost_rows} valid rows have a time missing from the cycles manifest: rescanning" in text, text
+    assert f"cycle index: {CYCLES} distinct cycle times scanned from the bundle rows" in text, text
+    assert "3 bundles past 1000 samples, 2 of them ranked by a window" in text, text
+    assert (result.rows, result.bad_rows) == (sum(r.samples for r in expected.values()), expected_bad)
+    _assert_exact(result.bundles, expected)
+
+
+def test_manifest_time_without_rows_only_sends_bundles_to_the_window(
+    history: Path, spark: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "h"
+    shutil.copytree(history, root)
+    # a cycle whose bundle file was lost, between the first two: every bundle's cycle numbers have a gap
+    _rewrite_manifest(root, lambda r: True, [{"time": T0 + STEP_MS // 2, "bundles": 5, "brokers": 2}])
+    expected, expected_bad = long_term_by_bundle(_samples(root))
+
+    result, lines = _run_job(root, spark)
+    text = "\n".join(lines)
+    assert f"cycle index: {CYCLES + 1} distinct cycle times from the cycles manifest" in text, text
+    assert "rescanning" not in text
+    assert "3 bundles past 1000 samples, 3 of them ranked by a window" in text, text
+    assert result.bad_rows == expected_bad
+    _assert_exact(result.bundles, expected)
+
+
+def test_history_without_manifest_scans_the_cycle_times(history: Path, spark: Any, tmp_path: Path) -> None:
+    root = tmp_path / "h"
+    shutil.copytree(history, root)
+    shutil.rmtree(root / "cycles")
+    expected, expected_bad = long_term_by_bundle(_samples(root))
+    assert expected_bad >= 4
+
+    result, lines = _run_job(root, spark)
+    text = "\n".join(lines)
+    assert f"cycle index: {CYCLES} distinct cycle times scanned from the bundle rows" in text, text
+    assert f"{expected_bad} bad (skipped)" in text, text
+    assert "3 bundles past 1000 samples, 2 of them ranked by a window" in text, text
+    assert (result.rows, result.bad_rows) == (sum(r.samples for r in expected.values()), expected_bad)
+    _assert_exact(result.bundles, expected)
