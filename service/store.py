@@ -93,14 +93,13 @@ class ZkStore(JsonZk):
         """Every bundle-data node with its version. A node that does not parse is counted as malformed
         and kept with value None: its version still lets a compare-and-set writer replace it."""
         out: dict[str, Versioned[BundleData | None]] = {}
-        for bundle in self.walk_ranges(P.BUNDLE_DATA):
+        bundles = self.walk_ranges(P.BUNDLE_DATA)
+        nodes = self.get_many([P.bundle_data_path(b) for b in bundles])
+        for bundle in bundles:
             path = P.bundle_data_path(bundle)
-            with translated():
-                try:
-                    raw, stat = self.client.get(path)
-                except NoNodeError:
-                    continue
-            out[bundle] = Versioned(self._parse_bundle_data(path, raw), int(stat.version))
+            if path in nodes:
+                raw, stat = nodes[path]
+                out[bundle] = Versioned(self._parse_bundle_data(path, raw), int(stat.version))
         return out
 
     def _parse_bundle_data(self, path: str, raw: bytes) -> BundleData | None:
@@ -148,12 +147,9 @@ class ZkStore(JsonZk):
         self.delete(P.time_average_path(broker_id))
 
     def read_quotas(self) -> dict[str, ResourceQuota]:
-        out: dict[str, ResourceQuota] = {}
-        for bundle in self.walk_ranges(P.RESOURCE_QUOTA_BUNDLES):
-            got = self.get_model(P.quota_path(bundle), ResourceQuota)
-            if got is not None:
-                out[bundle] = got.value
-        return out
+        bundles = self.walk_ranges(P.RESOURCE_QUOTA_BUNDLES)
+        got = self.get_many_models([P.quota_path(b) for b in bundles], ResourceQuota)
+        return {b: got[P.quota_path(b)].value for b in bundles if P.quota_path(b) in got}
 
     def write_quota(self, bundle: str, quota: ResourceQuota) -> None:
         self.put_json(P.quota_path(bundle), quota.to_json_dict())
@@ -209,13 +205,13 @@ class ZkStore(JsonZk):
     # ---- ownership and assignments ----------------------------------------------------------------
     def read_owners(self) -> dict[str, Owner]:
         out: dict[str, Owner] = {}
-        for bundle in self.walk_ranges(P.OWNERSHIP):
+        bundles = self.walk_ranges(P.OWNERSHIP)
+        nodes = self.get_many([P.ownership_path(b) for b in bundles])
+        for bundle in bundles:
             path = P.ownership_path(bundle)
-            with translated():
-                try:
-                    raw, stat = self.client.get(path)
-                except NoNodeError:
-                    continue
+            if path not in nodes:
+                continue
+            raw, stat = nodes[path]
             broker = _owner_broker(raw)
             if broker is None:
                 self._malformed(path, "ownership data names no broker")
@@ -245,9 +241,11 @@ class ZkStore(JsonZk):
 
     def read_assignments(self) -> dict[str, Versioned[Assignment]]:
         out: dict[str, Versioned[Assignment]] = {}
-        for bundle in self.walk_ranges(P.ASSIGNMENTS):
+        bundles = self.walk_ranges(P.ASSIGNMENTS)
+        nodes = self.get_many_json([P.assignment_path(b) for b in bundles])
+        for bundle in bundles:
             path = P.assignment_path(bundle)
-            got = self.get_json(path)
+            got = nodes.get(path)
             if got is None:
                 continue
             v = got.value

@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -37,6 +37,7 @@ from service.errors import StaleWrite, StoreUnavailable
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
+PIPELINE = 512  # reads in flight per batch: enough to hide the round trip, few enough to bound memory
 
 
 @dataclass(frozen=True)
@@ -174,16 +175,55 @@ class JsonZk:
                 raw, stat = self.client.get(path)
             except NoNodeError:
                 return None
+        return self._json(path, raw, int(stat.version))
+
+    def get_model(self, path: str, model: type[M]) -> Versioned[M] | None:
+        got = self.get_json(path)
+        return None if got is None else self._model(path, got, model)
+
+    def get_many(self, paths: Sequence[str]) -> dict[str, tuple[bytes, Any]]:
+        """``(data, stat)`` of each existing node, with up to ``PIPELINE`` reads in flight at once.
+
+        Reading 100,000 bundle nodes one round trip at a time takes minutes on a remote ensemble;
+        pipelined it costs one round trip per batch. Absent nodes are left out.
+        """
+        out: dict[str, tuple[bytes, Any]] = {}
+        with translated():
+            for start in range(0, len(paths), PIPELINE):
+                pending = [(p, self.client.get_async(p)) for p in paths[start : start + PIPELINE]]
+                for path, result in pending:
+                    try:
+                        out[path] = result.get(timeout=max(self.session_timeout_s, 1.0) * 2)
+                    except NoNodeError:
+                        continue
+        return out
+
+    def get_many_json(self, paths: Sequence[str]) -> dict[str, Versioned[Any]]:
+        """:meth:`get_json` of many nodes, pipelined; absent and malformed nodes are left out."""
+        out: dict[str, Versioned[Any]] = {}
+        for path, (raw, stat) in self.get_many(paths).items():
+            got = self._json(path, raw, int(stat.version))
+            if got is not None:
+                out[path] = got
+        return out
+
+    def get_many_models(self, paths: Sequence[str], model: type[M]) -> dict[str, Versioned[M]]:
+        """:meth:`get_model` of many nodes, pipelined; absent and malformed nodes are left out."""
+        out: dict[str, Versioned[M]] = {}
+        for path, got in self.get_many_json(paths).items():
+            parsed = self._model(path, got, model)
+            if parsed is not None:
+                out[path] = parsed
+        return out
+
+    def _json(self, path: str, raw: bytes, version: int) -> Versioned[Any] | None:
         try:
-            return Versioned(json.loads(raw.decode("utf-8")) if raw else None, stat.version)
+            return Versioned(json.loads(raw.decode("utf-8")) if raw else None, version)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             self._malformed(path, f"not JSON: {e}")
             return None
 
-    def get_model(self, path: str, model: type[M]) -> Versioned[M] | None:
-        got = self.get_json(path)
-        if got is None:
-            return None
+    def _model(self, path: str, got: Versioned[Any], model: type[M]) -> Versioned[M] | None:
         try:
             return Versioned(model.model_validate(got.value), got.version)
         except ValidationError as e:

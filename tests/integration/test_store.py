@@ -3,6 +3,7 @@ ownership, fencing on the leader epoch, malformed nodes skipped and counted, and
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -10,6 +11,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAverageBrokerData
+from service import zk_json
 from service import zkpaths as P
 from service.errors import StaleWrite, StoreUnavailable
 from service.store import ZkStore
@@ -161,3 +163,46 @@ def test_unreachable_zookeeper_is_store_unavailable() -> None:
     s = ZkStore("127.0.0.1:1", session_timeout_s=2)
     with pytest.raises(StoreUnavailable):
         s.start(timeout_s=1.5)
+
+
+def test_pipelined_reads_cover_more_than_one_batch_and_skip_malformed_nodes(
+    store: ZkStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(zk_json, "PIPELINE", 8)  # small batches: the same code path with few nodes
+    count = 8 * 2 + 7  # three batches, the last one partial
+    width = 2**32 // count
+    names = [f"t/ns/0x{i * width:08x}_0x{(i + 1) * width:08x}" for i in range(count)]
+    writes = []
+    for root in (P.bundle_data_path("t/ns"), P.quota_path("t/ns"), P.assignment_path("t/ns")):
+        store.client.ensure_path(root)
+    for i, name in enumerate(names):
+        bd = BundleData.default()
+        bd.short_term_data.msg_rate_in = float(i)
+        docs = {
+            P.bundle_data_path(name): bd.to_json_dict(),
+            P.quota_path(name): ResourceQuota(msg_rate_in=float(i)).to_json_dict(),
+            P.assignment_path(name): {"broker": f"b{i % 3}", "reason": "r", "time": i},
+        }
+        writes += [store.client.create_async(path, json.dumps(doc).encode()) for path, doc in docs.items()]
+    for w in writes:
+        w.get(timeout=30)
+    store.put_json(P.bundle_data_path(names[5]), BundleData.default().to_json_dict())  # version 1
+    store.client.set(P.bundle_data_path(names[9]), b"{not json")
+    store.client.set(P.quota_path(names[11]), b'{"msgRateIn": "fast"}')
+    store.client.set(P.assignment_path(names[13]), b'{"source": "b1"}')
+
+    data = store.read_bundle_data_versioned()
+    assert set(data) == set(names)
+    assert data[names[9]].value is None and store.malformed[P.bundle_data_path(names[9])] == 1
+    assert data[names[5]].version == 1 and data[names[4]].version == 0
+    assert all(
+        data[n].value.short_term_data.msg_rate_in == i
+        for i, n in enumerate(names)
+        if n not in {names[5], names[9]}
+    )  # type: ignore[union-attr]
+    quotas = store.read_quotas()
+    assert set(quotas) == set(names) - {names[11]} and quotas[names[-1]].msg_rate_in == count - 1
+    assignments = store.read_assignments()
+    assert set(assignments) == set(names) - {names[13]}
+    assert assignments[names[-1]].value.broker == f"b{(count - 1) % 3}"
+    assert {store.malformed[P.quota_path(names[11])], store.malformed[P.assignment_path(names[13])]} == {1}
