@@ -29,7 +29,7 @@ from balancer.explain import explain
 from balancer.models import BundleData, LoadData
 from balancer.placement.base import PlacementChoice, planned_or_none_left
 from balancer.shedding.base import SheddingResult
-from balancer.shedding.selection import ResultBuilder
+from balancer.shedding.selection import SYSTEM_PREFIXES, ResultBuilder
 
 CAPACITY_SMOOTHING = 0.3  # weight of the newest capacity sample
 # Traffic unit: one msg/s plus 6 KiB/s (per-message work dominates a broker's CPU for typical
@@ -83,7 +83,6 @@ class BalancedShedder:
         self.pending: dict[str, float] = {}  # utilisation points placed since the last view
         self._view: View | None = None
         self._view_of: object = None
-        self._system_ns: dict[str, bool] = {}
 
     def on_active_brokers_change(self, active: set[str]) -> None:
         for d in (self.hits, self.capacity, self.outliers, self.touched, self.pending):
@@ -214,78 +213,90 @@ class BalancedShedder:
         if not sources or not dests:
             return
         # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
-        proj = {b: v.traffic[b] / v.capacity[b] for b in v.util}
+        capacity = v.capacity
+        proj = {b: v.traffic[b] / capacity[b] for b in v.util}
         target = v.traffic_target
+        floor, ceiling = target - tol, target + tol
         src_heap = [(-proj[s], s) for s in sources]
         dst_heap = [(proj[d], d) for d in dests]
         heapq.heapify(src_heap)
         heapq.heapify(dst_heap)
+        heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
         ranked: dict[str, tuple[list[float], list[str]]] = {}
+        # (source, bundle, destination, weight, source's and destination's projections after it)
+        moved: list[tuple[str, str, str, float, float, float]] = []
         while src_heap and dst_heap:
-            _, s = heapq.heappop(src_heap)
+            s = heappop(src_heap)[1]
             d = dst_heap[0][1]
-            room_s = proj[s] - (target - tol)
-            room_d = target + tol - proj[d]
-            if proj[s] <= target or room_d <= 0:
+            p_s, p_d = proj[s], proj[d]
+            room_d = ceiling - p_d
+            if p_s <= target or room_d <= 0:
                 if room_d <= 0:
-                    heapq.heappop(dst_heap)
-                    heapq.heappush(src_heap, (-proj[s], s))
+                    heappop(dst_heap)
+                    heappush(src_heap, (-p_s, s))
                 continue
-            if s not in ranked:
-                asc = self._sheddable(load, s, v)
-                ranked[s] = ([w for w, _ in asc], [name for _, name in asc])
-            ws, names = ranked[s]
-            k_s, k_d = 1 / v.capacity[s], 1 / v.capacity[d]
+            lists = ranked.get(s)
+            if lists is None:
+                lists = ranked[s] = self._sheddable(load, s, v.tp_unit)
+            ws, names = lists
+            k_s, k_d = 1 / capacity[s], 1 / capacity[d]
             # Largest w with w*k_s <= room_s and w*k_d <= room_d, and no inversion of the pair.
-            limit = min(room_s / k_s, room_d / k_d, (proj[s] - proj[d]) / (k_s + k_d))
+            limit = min((p_s - floor) / k_s, room_d / k_d, (p_s - p_d) / (k_s + k_d))
             i = bisect.bisect_right(ws, limit) - 1
             if i < 0:
                 continue  # nothing of s fits: s drops out
             w, bundle = ws.pop(i), names.pop(i)
-            proj[s] -= w * k_s
-            heapq.heapreplace(dst_heap, (proj[d] + w * k_d, d))
-            proj[d] += w * k_d
-            heapq.heappush(src_heap, (-proj[s], s))
-            out.unload(
-                s,
-                bundle,
-                "balance",
-                f"moves {s} toward the target, bound to {d}",
-                weight=w,
-                sourceUtil=v.util[s],
-                sourceProjected=proj[s],
-                destination=d,
-                destinationProjected=proj[d],
-                target=target,
+            p_s -= w * k_s
+            proj[s] = p_s
+            heapreplace(dst_heap, (p_d + w * k_d, d))
+            p_d += w * k_d
+            proj[d] = p_d
+            heappush(src_heap, (-p_s, s))
+            moved.append((s, bundle, d, w, p_s, p_d))
+        util, unloads, decisions, destinations = v.util, out.unloads, out.decisions, out.destinations
+        for s, bundle, d, w, p_s, p_d in moved:
+            unloads.setdefault(s, []).append(bundle)
+            decisions.append(
+                explain(
+                    "balance",
+                    f"moves {s} toward the target, bound to {d}",
+                    subject=bundle,
+                    broker=s,
+                    weight=w,
+                    sourceUtil=util[s],
+                    sourceProjected=p_s,
+                    destination=d,
+                    destinationProjected=p_d,
+                    target=target,
+                )
             )
-            out.destinations[bundle] = d
+            destinations[bundle] = d
 
-    def _sheddable(self, load: LoadData, broker: str, v: View) -> list[tuple[float, str]]:
-        """(weight, bundle) of the broker's bundles that may move, ascending: owned, with data,
+    @staticmethod
+    def _sheddable(load: LoadData, broker: str, tp_unit: float) -> tuple[list[float], list[str]]:
+        """Weights (ascending) and names of the broker's bundles that may move: owned, with data,
         traffic > 0, not a system bundle, not recently unloaded (as every Pulsar shedder filters).
+        Equal weights are ordered by name.
 
         Inline rather than :func:`selection.candidates` because a large cycle ranks ~100,000 bundles.
         """
-        data = load.bundle_data
+        get = load.bundle_data.get
         recent = load.recently_unloaded_bundles
-        system = self._system_ns
-        out: list[tuple[float, str]] = []
+        pairs: list[tuple[float, str]] = []
+        append = pairs.append
         for name in load.broker_data[broker].local_data.bundles:
-            bd = data.get(name)
+            bd = get(name)
             if bd is None or name in recent:
                 continue
-            ns = name.rsplit("/", 1)[0] if "/" in name else name
-            flag = system.get(ns)
-            if flag is None:
-                flag = system[ns] = is_system_bundle(name)
-            if flag:
+            # Every system namespace starts with one of the prefixes: ordinary bundles skip the parse.
+            if name.startswith(SYSTEM_PREFIXES) and is_system_bundle(name):
                 continue
             st = bd.short_term_data
-            w = st.msg_rate_in + st.msg_rate_out + (st.msg_throughput_in + st.msg_throughput_out) / v.tp_unit
+            w = st.msg_rate_in + st.msg_rate_out + (st.msg_throughput_in + st.msg_throughput_out) / tp_unit
             if w > 0:
-                out.append((w, name))
-        out.sort()
-        return out
+                append((w, name))
+        pairs.sort()
+        return [w for w, _ in pairs], [name for _, name in pairs]
 
     # ---- placement ---------------------------------------------------------------------------
     def select_broker(

@@ -17,7 +17,7 @@ from balancer.shedding.base import SheddingResult
 
 Metric = Callable[[BundleData], float]
 # Every system namespace (pulsar/system, heartbeat, SLA monitor) starts with one of these.
-_SYSTEM_PREFIXES = ("pulsar/", "sla-monitor/")
+SYSTEM_PREFIXES = ("pulsar/", "sla-monitor/")
 
 
 def throughput(data: BundleData) -> float:
@@ -66,7 +66,7 @@ def candidates(load: LoadData, local: LocalBrokerData, metric: Metric) -> Candid
         if data is None:
             out.no_data += 1
         # The prefix test keeps the namespace parsing off the path of ordinary bundles.
-        elif name.startswith(_SYSTEM_PREFIXES) and is_system_bundle(name):
+        elif name.startswith(SYSTEM_PREFIXES) and is_system_bundle(name):
             out.system += 1
         elif name in recent:
             out.recently_unloaded += 1

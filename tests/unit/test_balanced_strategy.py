@@ -119,3 +119,32 @@ def test_placement_prefers_least_projected_utilisation_and_counts_what_it_placed
     # b now carries the big bundle in projection, so the next one goes to c.
     second = s.select_broker(["a", "b", "c"], "t/new/0x1_0x2", big, load, CONFIG, rng)
     assert second.broker == "c"
+
+
+def test_only_ordinary_owned_bundles_with_data_move_and_equal_weights_go_by_name() -> None:
+    s = BalancedShedder()
+    load = cluster({"a": (60.0, [1000.0] * 6), "b": (60.0, [1000.0] * 6), "c": (2.0, [])})
+    local = load.broker_data["a"].local_data
+    # Heavier than any ordinary bundle yet within what a source may give: the first pick if allowed.
+    big = BundleData(short_term_data=window(1500.0, 10), long_term_data=window(1500.0, 1000))
+    protected = [
+        "pulsar/system/0x00000000_0xffffffff",  # system namespace
+        "pulsar/standalone/localhost:8080/0x00000000_0xffffffff",  # heartbeat
+        "sla-monitor/standalone/localhost:8080/0x00000000_0xffffffff",  # SLA monitor
+        "t/recent/0x00000000_0xffffffff",  # recently unloaded
+    ]
+    for name in protected:
+        local.bundles.add(name)
+        load.bundle_data[name] = big
+    load.recently_unloaded_bundles["t/recent/0x00000000_0xffffffff"] = 1
+    local.bundles.add("t/nodata/0x00000000_0xffffffff")  # owned, but no data yet
+    s.find_bundles_for_unloading(load, CONFIG)
+    result = s.find_bundles_for_unloading(load, CONFIG)
+    moved = [b for _, b in result.bundles()]
+    assert moved and set(result.unloads) == {"a", "b"}
+    assert not set(moved) & {*protected, "t/nodata/0x00000000_0xffffffff"}
+    # Every ordinary bundle weighs the same: each source gives up its last names first.
+    for source in ("a", "b"):
+        ordinary = sorted(f"t/{source}/0x{i:08x}_0x{i + 1:08x}" for i in range(6))
+        shed = result.unloads[source]
+        assert shed == ordinary[::-1][: len(shed)]
