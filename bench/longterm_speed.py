@@ -2,10 +2,13 @@
 
     .venv/bin/python bench/longterm_speed.py [--rows 10000000] [--small 1000000] [--cycles 5000]
 
-Generates history with Spark itself (``spark.range``) in the sink's layout (``bundles/date=/hour=``),
-one row per bundle per one-minute cycle. Both sizes keep the cycle count and scale the bundle count,
-so every bundle is past Pulsar's 1000-sample cap and the rank-weighted path is what is measured.
-Each timing is the best of ``--repeat`` runs after a warm-up, all in one Spark session.
+Generates history with Spark itself (``spark.range``) in the sink's layout (``bundles/date=/hour=`` and
+the ``cycles/date=/hour=`` manifest, one row per cycle, as the sink writes them), one row per bundle per
+one-minute cycle. Both sizes keep the cycle count and scale the bundle count, so every bundle is past
+Pulsar's 1000-sample cap and the rank-weighted path is what is measured.
+Each timing is the best of ``--repeat`` runs after a warm-up, all in one Spark session, alternating
+the bare average, the job reading the manifest and the job scanning the cycle times (the fallback for
+history without a manifest; ``--no-manifest`` writes none and times only that path).
 Prints the ratio job / bare average per size and the large / small time ratio of each.
 """
 
@@ -18,17 +21,20 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.longterm_job import VALUES, build_spark, compute_bundles, read_range
+from service.longterm_job import VALUES, CycleManifest, build_spark, compute_bundles, read_range
 
 T0 = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 STEP_MS = 60_000
 
 
-def generate(spark: object, path: str, rows: int, cycles: int, gappy_fraction: float) -> int:
+def generate(
+    spark: object, path: str, rows: int, cycles: int, gappy_fraction: float, manifest: bool = True
+) -> int:
     from pyspark.sql import functions as F
 
     bundles = rows // cycles
@@ -60,7 +66,20 @@ def generate(spark: object, path: str, rows: int, cycles: int, gappy_fraction: f
     df.repartition("date", "hour").write.mode("overwrite").partitionBy("date", "hour").parquet(
         f"{path}/bundles"
     )
+    if manifest:  # what the sink writes beside the rows: one row per cycle with its row counts
+        written = spark.read.parquet(f"{path}/bundles")  # type: ignore[attr-defined]
+        per_cycle = written.groupBy("time", "date", "hour").agg(F.count(F.lit(1)).alias("bundles"))
+        per_cycle = per_cycle.select(
+            "time", "bundles", F.lit(8).cast("long").alias("brokers"), "date", "hour"
+        )
+        per_cycle.repartition("date", "hour").write.mode("overwrite").partitionBy("date", "hour").parquet(
+            f"{path}/cycles"
+        )
     return bundles
+
+
+def indent(line: str) -> None:
+    print("   ", line)
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
@@ -84,6 +103,9 @@ def main() -> int:
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--p95", action="store_true", help="include the optional p95 pass in the job's time")
     ap.add_argument("--driver-memory", default="8g")
+    ap.add_argument(
+        "--no-manifest", action="store_true", help="write no cycles manifest: time only the scan fallback"
+    )
     args = ap.parse_args()
 
     spark = build_spark(
@@ -95,37 +117,44 @@ def main() -> int:
         },
     )
     tmp = tempfile.mkdtemp(prefix="longterm-bench-")
-    results: dict[int, tuple[float, float]] = {}
+    paths = ["scan"] if args.no_manifest else ["manifest", "scan"]
+    results: dict[int, dict[str, float]] = {}
     try:
         end_ms = T0 + args.cycles * STEP_MS
         for rows in (args.small, args.rows):
             path = f"{tmp}/h{rows}"
             started = time.perf_counter()
-            bundles = generate(spark, path, rows, args.cycles, args.gappy_fraction)
+            bundles = generate(spark, path, rows, args.cycles, args.gappy_fraction, not args.no_manifest)
             took = time.perf_counter() - started
             print(f"generated {rows:,} rows ({bundles} bundles x {args.cycles} cycles) in {took:.1f} s")
 
             def bare(path: str = path) -> object:
                 return spark.read.parquet(f"{path}/bundles").groupBy("bundle").avg(*VALUES).collect()
 
-            def job(path: str = path) -> object:
+            def job(use_manifest: bool, path: str = path) -> object:
                 raw = read_range(spark, path, "bundles", T0, end_ms)
-                return compute_bundles(spark, raw, lambda m: print("   ", m), with_p95=args.p95)
+                manifest = CycleManifest(path, T0, end_ms) if use_manifest else None
+                return compute_bundles(spark, raw, indent, with_p95=args.p95, manifest=manifest)
 
-            if not results:
-                bare()  # warm-up: the first Spark jobs of a JVM pay for class loading and JIT
-                job()
-            # alternate the two so a burst of load from elsewhere on the machine hits both alike
-            t_bare, t_job = float("inf"), float("inf")
+            timers: dict[str, Callable[[], object]] = {"bare": bare}
+            for p in paths:
+                timers[p] = partial(job, p == "manifest")
+            if not results:  # warm-up: the first Spark jobs of a JVM pay for class loading and JIT
+                for fn in timers.values():
+                    fn()
+            # alternate them so a burst of load from elsewhere on the machine hits all alike
+            best = dict.fromkeys(timers, float("inf"))
             for _ in range(args.repeat):
-                t_bare = min(t_bare, timed(bare, 1))
-                t_job = min(t_job, timed(job, 1))
-            results[rows] = (t_bare, t_job)
-            ratio = t_job / t_bare
-            print(f"{rows:>12,} rows: bare groupBy().avg() {t_bare:6.2f} s, job {t_job:6.2f} s, {ratio:.2f}x")
-        (sb, sj), (lb, lj) = results[args.small], results[args.rows]
+                for name, fn in timers.items():
+                    best[name] = min(best[name], timed(fn, 1))
+            results[rows] = best
+            line = f"{rows:>12,} rows: bare groupBy().avg() {best['bare']:6.2f} s"
+            for p in paths:
+                line += f", job ({p}) {best[p]:6.2f} s = {best[p] / best['bare']:.2f}x"
+            print(line)
+        small, large = results[args.small], results[args.rows]
         scale = args.rows / args.small
-        growth = f"bare x{lb / sb:.2f}, job x{lj / sj:.2f}"
+        growth = ", ".join(f"{k} x{large[k] / small[k]:.2f}" for k in small)
         print(f"scaling {args.small:,} -> {args.rows:,} rows (x{scale:.0f}): {growth}")
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     finally:

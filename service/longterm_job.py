@@ -20,11 +20,11 @@ Steps (each logs its counts and time):
      from the sink's ``cycles`` manifest (one row per cycle) when the history has one, else from a scan
      of the bundle rows' time column;
   2. one pass per (bundle, hour of day): valid counts, first/last sample, sums, the ``u_g``-weighted sums,
-     hourly rates for the peak hour; rolled up per bundle in Spark. All rows are counted on the way
-     (an observed metric) for the bad-row count. The index is left-joined and rows whose time it lacks
-     are counted: a manifest that missed a cycle makes the job rescan the times and redo the pass, so
-     the manifest can only make the job faster, never wrong. A manifest time without bundle rows is
-     harmless: it leaves a gap in the cycle numbers of the bundles around it, which sends them to step 3;
+     hourly rates for the peak hour; rolled up per bundle in Spark. Invalid rows are counted in the same
+     pass (their own grouping key). The index is left-joined and rows whose time it lacks are counted: a
+     manifest that missed a cycle makes the job rescan the times and redo the pass, so the manifest can
+     only make the job faster, never wrong. A manifest time without bundle rows is harmless: it leaves a
+     gap in the cycle numbers of the bundles around it, which sends them to step 3;
   3. window pass for the bundles the closed form cannot serve (usually none);
   4. p95 on request (``percentile_approx`` sketches cost several times the rest, hence opt-in);
   5. broker capacity regression; 6. results to Parquet; 7. merge into ZooKeeper (unless dry run).
@@ -40,9 +40,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -62,6 +63,7 @@ MODES = ("pulsar", "mean", "p95")
 PERCENTILE_ACCURACY = 10_000
 DECAY = 1.0 - 1.0 / LONG_TERM_SAMPLES
 MAX_CLOSED_FORM_CYCLES = 500_000
+INVALID, UNINDEXED = -1, -2  # hour-of-day keys of the main pass for rows not summed
 
 
 class EmptyHistory(Exception):
@@ -149,13 +151,20 @@ def read_range(spark: SparkSession, uri: str, dataset: str, start_ms: int, end_m
         if "PATH_NOT_FOUND" in str(e) or "UNABLE_TO_INFER_SCHEMA" in str(e):
             raise EmptyHistory(f"no {dataset} history at {root}") from None
         raise
-    first_day = datetime.fromtimestamp(start_ms / 1000, UTC).date()
-    last_day = datetime.fromtimestamp((end_ms - 1) / 1000, UTC).date()
+    first_day, last_day = _day_range(start_ms, end_ms)
     return df.where(
         (F.col("date") >= F.lit(first_day))
         & (F.col("date") <= F.lit(last_day))
         & (F.col("time") >= start_ms)
         & (F.col("time") < end_ms)
+    )
+
+
+def _day_range(start_ms: int, end_ms: int) -> tuple[date, date]:
+    """UTC dates of the first and last millisecond of ``[start_ms, end_ms)``: the partitions to read."""
+    return (
+        datetime.fromtimestamp(start_ms / 1000, UTC).date(),
+        datetime.fromtimestamp((end_ms - 1) / 1000, UTC).date(),
     )
 
 
@@ -200,18 +209,18 @@ def compute_bundles(
     raw: DataFrame,
     progress: Callable[[str], None],
     with_p95: bool = False,
-    manifest: DataFrame | None = None,
+    manifest: CycleManifest | None = None,
 ) -> tuple[dict[str, BundleLongTerm], int, int, set[str]]:
     """(per-bundle results, valid rows, invalid rows, bundles live at the end of the range).
 
-    ``manifest``: the range's rows of the sink's ``cycles`` dataset (:func:`read_manifest`), if any.
+    ``manifest``: where the history's cycles manifest is; None scans the cycle times from ``raw``.
     """
     from pyspark.sql import functions as F
 
     m = LONG_TERM_SAMPLES
     t0 = time.monotonic()
     df = raw.select("bundle", "time", *VALUES).withColumn("ok", valid_bundle_row())
-    times = _manifest_times(manifest) if manifest is not None else []
+    times = manifest.times(spark) if manifest is not None else []
     source = "from the cycles manifest"
     if not times:
         times, source = _scanned_times(df), "scanned from the bundle rows"
@@ -220,7 +229,7 @@ def compute_bundles(
         raise EmptyHistory("no valid bundle rows in the requested range")
 
     t1 = time.monotonic()
-    stats, total_rows, unindexed = _main_pass(spark, df, times)
+    stats, bad, unindexed = _main_pass(spark, df, times)
     if unindexed:
         # A manifest time is missing (a failed manifest write, a reader racing the sink, foreign history):
         # those rows joined no cycle number, so the pass is redone with an index that covers every row.
@@ -228,7 +237,7 @@ def compute_bundles(
         log.warning("%s", msg)
         progress(msg)
         times = _scanned_times(df)
-        stats, total_rows, unindexed = _main_pass(spark, df, times)
+        stats, bad, unindexed = _main_pass(spark, df, times)
         progress(f"cycle index: {len(times)} distinct cycle times scanned from the bundle rows")
         if unindexed:  # cannot happen: the scan saw every row's time
             raise RuntimeError(f"{unindexed} rows missing from a scanned cycle index")
@@ -237,7 +246,7 @@ def compute_bundles(
     for st in stats.values():  # g is monotonic in time: the last sample's cycle number
         st["last_g"] = bisect.bisect_left(times, int(st["last_ms"])) + 1
     rows = sum(int(r["n"]) for r in stats.values())
-    bad = total_rows - rows
+    total_rows = rows + bad
     progress(
         f"read {total_rows} rows, {bad} bad (skipped), {len(stats)} bundles in {time.monotonic() - t1:.1f} s"
     )
@@ -274,20 +283,54 @@ def compute_bundles(
     return results, rows, bad, live
 
 
-def read_manifest(spark: SparkSession, uri: str, start_ms: int, end_ms: int) -> DataFrame | None:
-    """The range's rows of the sink's ``cycles`` manifest, or None for history written without one."""
-    try:
-        return read_range(spark, uri, "cycles", start_ms, end_ms)
-    except EmptyHistory:
-        return None
+@dataclass(frozen=True)
+class CycleManifest:
+    """The sink's ``cycles`` manifest of a history for the job's range (read as the cycle-index step)."""
 
+    uri: str
+    start_ms: int
+    end_ms: int
 
-def _manifest_times(manifest: DataFrame) -> list[int]:
-    """Sorted distinct times of the manifest's cycles that wrote bundle rows (one small row per cycle)."""
-    from pyspark.sql import functions as F
+    def times(self, spark: SparkSession) -> list[int]:
+        """Sorted distinct times of the range's cycles that wrote bundle rows; [] without a manifest.
 
-    rows = manifest.where(F.col("bundles") > 0).select("time").collect()
-    return sorted({int(r["time"]) for r in rows if r["time"] is not None})
+        A local history is read with pyarrow on the driver: a Spark read of these few small files costs a
+        job (~0.6 s measured at 10M rows), pyarrow ~0.05 s. Other stores go through Spark's connectors.
+        """
+        from pyspark.sql import functions as F
+
+        parsed = urlparse(self.uri)
+        if parsed.scheme in ("", "file"):
+            root = parsed.path if parsed.scheme == "file" else self.uri
+            return self._local_times(f"{root.rstrip('/')}/cycles")
+        try:
+            df = read_range(spark, self.uri, "cycles", self.start_ms, self.end_ms)
+        except EmptyHistory:
+            return []
+        rows = df.where(F.col("bundles") > 0).select("time").collect()
+        return sorted({int(r["time"]) for r in rows if r["time"] is not None})
+
+    def _local_times(self, path: str) -> list[int]:
+        import pyarrow as pa
+        import pyarrow.dataset as pds
+
+        if not os.path.isdir(path):
+            return []
+        first_day, last_day = _day_range(self.start_ms, self.end_ms)
+        partitions = pds.partitioning(pa.schema([("date", pa.string()), ("hour", pa.int32())]), flavor="hive")
+        try:
+            table = pds.dataset(path, format="parquet", partitioning=partitions).to_table(
+                columns=["time"],
+                filter=(pds.field("date") >= first_day.isoformat())  # prunes other days' directories
+                & (pds.field("date") <= last_day.isoformat())
+                & (pds.field("time") >= self.start_ms)
+                & (pds.field("time") < self.end_ms)
+                & (pds.field("bundles") > 0),
+            )
+        except (pa.ArrowException, OSError) as e:  # a foreign or damaged manifest: the scan is always right
+            log.warning("cycles manifest at %s unreadable (%s): scanning cycle times instead", path, e)
+            return []
+        return sorted({int(t) for t in table.column("time").to_pylist() if t is not None})
 
 
 def _scanned_times(df: DataFrame) -> list[int]:
@@ -299,13 +342,14 @@ def _scanned_times(df: DataFrame) -> list[int]:
 def _main_pass(
     spark: SparkSession, df: DataFrame, times: list[int]
 ) -> tuple[dict[str, dict[str, Any]], int, int]:
-    """(per-bundle sums, all rows read, valid rows whose time is not in ``times``) in one scan.
+    """(per-bundle sums of the valid rows, invalid rows, valid rows whose time is not in ``times``).
 
-    The cycle numbers g (a time's position in ``times``) go to the executors as a broadcast table and are
-    left-joined, so a row whose time the index lacks is counted rather than lost.
+    One scan. The cycle numbers g (a time's position in ``times``) reach the executors as a broadcast table
+    and are left-joined, so a row whose time the index lacks is kept and counted, not lost. Invalid and
+    unindexed rows are counted through the grouping key (hour -1 and -2) rather than filtered out: that
+    costs nothing measurable, where an observed metric for the row count made the pass ~30% slower.
     """
     import pyarrow as pa
-    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     m = LONG_TERM_SAMPLES
@@ -315,35 +359,44 @@ def _main_pass(
     )
     u = F.pow(F.lit(DECAY), (F.lit(total_cycles) - F.greatest(F.col("g"), F.lit(m))).cast("double"))
     cycles = numbered.select("time", u.alias("u"))
-    counted = Observation("rows")
-    ok = F.col("ok")
+    hour = (F.floor(F.col("time") / 3_600_000) % 24).cast("int")
+    key = F.when(~F.col("ok"), F.lit(INVALID)).when(F.col("u").isNull(), F.lit(UNINDEXED)).otherwise(hour)
     hourly = (
-        df.observe(counted, F.count(F.lit(1)).alias("rows"))
-        .where(ok)
-        .join(F.broadcast(cycles), "time", "left")
-        .groupBy("bundle", (F.floor(F.col("time") / 3_600_000) % 24).cast("int").alias("h"))
+        df.join(F.broadcast(cycles), "time", "left")
+        .groupBy("bundle", key.alias("h"))
         .agg(
             F.count(F.lit(1)).alias("n"),
-            F.count("u").alias("n_u"),
             F.min("time").alias("first_ms"),
             F.max("time").alias("last_ms"),
-            F.sum(F.col("msg_rate_in") + F.col("msg_rate_out")).alias("rate"),
             *[F.sum(v).alias(f"sum_{v}") for v in VALUES],
             *[F.sum(F.col("u") * F.col(v)).alias(f"u_{v}") for v in VALUES],
         )
     )
+    # Sums of the invalid groups may hold NaN or nulls: only their counts are read.
+    valid = F.col("h") >= 0
+
+    def of_valid(c: Column | str) -> Column:
+        return F.when(valid, F.col(c) if isinstance(c, str) else c)
+
+    rate = (F.col("sum_msg_rate_in") + F.col("sum_msg_rate_out")) / F.col("n")
     rolled = hourly.groupBy("bundle").agg(
-        F.sum("n").alias("n"),
-        F.sum(F.col("n") - F.col("n_u")).alias("unindexed"),
-        F.min("first_ms").alias("first_ms"),
-        F.max("last_ms").alias("last_ms"),
-        F.max_by("h", F.struct(F.col("rate") / F.col("n"), -F.col("h"))).alias("peak_hour"),
-        F.max(F.col("rate") / F.col("n")).alias("peak_rate"),
-        *[F.sum(f"{kind}_{v}").alias(f"{kind}_{v}") for kind in ("sum", "u") for v in VALUES],
+        F.sum(of_valid("n")).alias("n"),
+        F.sum(F.when(F.col("h") == INVALID, F.col("n"))).alias("bad"),
+        F.sum(F.when(F.col("h") == UNINDEXED, F.col("n"))).alias("unindexed"),
+        F.min(of_valid("first_ms")).alias("first_ms"),
+        F.max(of_valid("last_ms")).alias("last_ms"),
+        F.max_by("h", of_valid(F.struct(rate, -F.col("h")))).alias("peak_hour"),  # null orderings skipped
+        F.max(of_valid(rate)).alias("peak_rate"),
+        *[F.sum(of_valid(f"{kind}_{v}")).alias(f"{kind}_{v}") for kind in ("sum", "u") for v in VALUES],
     )
-    stats = {r["bundle"]: r.asDict() for r in rolled.collect()}
-    unindexed = sum(int(r["unindexed"]) for r in stats.values())
-    return stats, int(counted.get["rows"]), unindexed
+    stats: dict[str, dict[str, Any]] = {}
+    bad = unindexed = 0
+    for r in rolled.collect():
+        bad += int(r["bad"] or 0)
+        unindexed += int(r["unindexed"] or 0)
+        if r["n"]:  # else only invalid (or unindexed) rows, or the rows without a bundle name
+            stats[r["bundle"]] = r.asDict()
+    return stats, bad, unindexed
 
 
 def _from_first_cycle(r: dict[str, Any], first_ms: int) -> bool:
@@ -479,7 +532,7 @@ def run(
 
     spark = spark or build_spark(options.master)
     raw = read_range(spark, options.history, "bundles", options.start_ms, options.end_ms)
-    manifest = read_manifest(spark, options.history, options.start_ms, options.end_ms)
+    manifest = CycleManifest(options.history, options.start_ms, options.end_ms)
     with_p95 = options.p95 or options.mode == "p95"
     bundles, rows, bad, live = compute_bundles(spark, raw, say, with_p95, manifest)
     t = time.monotonic()
