@@ -33,6 +33,7 @@ from service.longterm_job import (
     EXIT_EMPTY,
     EXIT_OK,
     VALUES,
+    CycleManifest,
     JobOptions,
     add_arguments,
     execute,
@@ -349,3 +350,14 @@ def test_history_without_manifest_scans_the_cycle_times(history: Path, spark: An
     assert "3 bundles past 1000 samples, 2 of them ranked by a window" in text, text
     assert (result.rows, result.bad_rows) == (sum(r.samples for r in expected.values()), expected_bad)
     _assert_exact(result.bundles, expected)
+
+
+def test_manifest_reads_the_same_times_with_pyarrow_and_spark(history: Path, spark: Any) -> None:
+    # a range inside the history: both readers must cut the same cycles at the same edges
+    start, end = T0 + 100 * STEP_MS, T0 + 1000 * STEP_MS
+    manifest = CycleManifest(history.as_uri(), start, end)
+    local = manifest.times(spark)
+    assert local == [T0 + k * STEP_MS for k in range(100, 1000)]
+    assert manifest._spark_times(spark) == local  # the path other stores (hdfs://, s3a://) take
+    assert CycleManifest(str(history), start, end).times(spark) == local
+    assert CycleManifest(str(history / "nothing"), start, end).times(spark) == []
