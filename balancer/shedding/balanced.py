@@ -209,7 +209,8 @@ class BalancedShedder:
         self, load: LoadData, v: View, sources: list[str], dests: list[str], tol: float, out: ResultBuilder
     ) -> None:
         """Largest excess first: move the source's biggest bundle that neither takes it below
-        target - tol nor lifts the least utilised destination above target + tol."""
+        target - tol nor lifts the least utilised destination above target + tol, until every
+        broker is within target +- tol."""
         if not sources or not dests:
             return
         # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
@@ -230,7 +231,12 @@ class BalancedShedder:
             d = dst_heap[0][1]
             p_s, p_d = proj[s], proj[d]
             room_d = ceiling - p_d
-            if p_s <= target or room_d <= 0:
+            # Done once every broker is within the tolerance: the highest source at most tol above the
+            # target and the lowest destination at most tol below it. Shedding a source on to the
+            # target from there only spends unloads on small bundles; a source inside the tolerance
+            # still sheds while a destination is below it (a restarted broker is refilled).
+            settled = p_s <= target or (p_s <= ceiling and p_d >= floor)
+            if settled or room_d <= 0:
                 if room_d <= 0:
                     heappop(dst_heap)
                     heappush(src_heap, (-p_s, s))

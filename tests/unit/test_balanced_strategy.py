@@ -17,8 +17,9 @@ from balancer.models import (
     TimeAverageMessageData,
 )
 from balancer.placement.registry import create_placement
-from balancer.shedding.balanced import BalancedShedder
+from balancer.shedding.balanced import BalancedShedder, View
 from balancer.shedding.registry import create_shedder
+from balancer.shedding.selection import ResultBuilder
 
 CONFIG = LoadBalancerConfig()
 
@@ -148,3 +149,52 @@ def test_only_ordinary_owned_bundles_with_data_move_and_equal_weights_go_by_name
         ordinary = sorted(f"t/{source}/0x{i:08x}_0x{i + 1:08x}" for i in range(6))
         shed = result.unloads[source]
         assert shed == ordinary[::-1][: len(shed)]
+
+
+def _fill(
+    brokers: dict[str, tuple[float, list[float]]], tol: float = 1.0
+) -> tuple[list[str], dict[str, float]]:
+    """Water-filling alone on a hand-made view: broker -> (traffic, bundle weights), capacity 1, so
+    projected utilisation = traffic and the target is the mean. Returns the moved bundles in order
+    and the destinations' projections after them."""
+    load = LoadData()
+    for name, (_, weights) in brokers.items():
+        local = LocalBrokerData()
+        for i, w in enumerate(weights):
+            bundle = f"t/{name}/0x{i:08x}_0x{i + 1:08x}"
+            local.bundles.add(bundle)
+            st = TimeAverageMessageData(max_samples=10, num_samples=10, msg_rate_in=w)
+            load.bundle_data[bundle] = BundleData(short_term_data=st, long_term_data=st)
+        load.broker_data[name] = BrokerData(local_data=local)
+    traffic = {b: t for b, (t, _) in brokers.items()}
+    target = sum(traffic.values()) / len(traffic)
+    view = View(dict(traffic), traffic, dict.fromkeys(traffic, 1.0), target, target, 1.0, 6 * 1024.0)
+    out = ResultBuilder("BalancedShedder")
+    sources = [b for b, t in traffic.items() if t > target + tol]
+    dests = [b for b, t in traffic.items() if t < target - tol]
+    BalancedShedder()._water_fill(load, view, sources, dests, tol, out)
+    after = {d.numbers["destination"]: d.numbers["destinationProjected"] for d in out.decisions}
+    return [d.subject or "" for d in out.decisions], after
+
+
+def test_water_filling_stops_once_every_broker_is_within_the_tolerance() -> None:
+    # a sheds 9.5 (a 100.5, b 99.5): both within 1 of the target 100, so the 0.4s stay, although
+    # one would still fit between the pair.
+    moved, after = _fill({"a": (110.0, [9.5, 0.4, 0.4, 99.7]), "b": (90.0, [90.0])})
+    assert moved == ["t/a/0x00000000_0x00000001"]
+    assert after["b"] == pytest.approx(99.5)
+
+
+def test_sources_inside_the_tolerance_keep_refilling_a_destination_below_it() -> None:
+    # After a 3.5 from each source, a and c sit at 101 (inside the tolerance) but b is at 98, still
+    # more than the tolerance below the target: a and c each give a 0.9 more.
+    moved, after = _fill(
+        {
+            "a": (104.5, [3.5, 0.9, 0.3, 99.8]),
+            "c": (104.5, [3.5, 0.9, 0.3, 99.8]),
+            "b": (91.0, [91.0]),
+        }
+    )
+    assert moved.count("t/a/0x00000001_0x00000002") == 1 and moved.count("t/c/0x00000001_0x00000002") == 1
+    assert len(moved) == 4
+    assert after["b"] == pytest.approx(99.8)
