@@ -1,7 +1,8 @@
 """Long-term bundle traffic and broker capacity computed from recorded history (pure reference).
 
-The Spark job (``service/longterm_job.py``) computes the same numbers at scale; these functions are the
-definition it is tested against, so they favour being obviously right over being fast.
+The Spark job (``service/longterm_job.py``, computation in ``service/longterm_compute.py``) computes the
+same numbers at scale; these functions are the definition it is tested against, so they favour being
+obviously right over being fast.
 
 Pulsar's long-term window is ``TimeAverageMessageData`` with ``maxSamples`` 1000 fed one sample per
 leader cycle, starting from ``numSamples`` 0 (the first sample replaces the seed). Over samples

@@ -28,12 +28,11 @@ from balancer.longterm import (
 )
 from balancer.models import BrokerData, LoadData, LocalBrokerData, NamespaceBundleStats, ResourceUsage
 from service.history import BUNDLE_SCHEMA, HistorySink, partition_of
+from service.longterm_input import VALUES, CycleManifest
 from service.longterm_job import (
     EXIT_BAD_ARGS,
     EXIT_EMPTY,
     EXIT_OK,
-    VALUES,
-    CycleManifest,
     JobOptions,
     add_arguments,
     execute,
@@ -121,7 +120,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from service.longterm_job import build_spark
+    from service.longterm_input import build_spark
 
     session = build_spark(
         "local[2]",

@@ -1,0 +1,181 @@
+"""History input of the long-term job: the Spark session, range reads, row validity, the cycles manifest.
+
+The history layout is the sink's (:mod:`service.history`): ``bundles/``, ``brokers/`` and ``cycles/``
+datasets partitioned by ``date=`` and ``hour=``. Validity rules mirror :mod:`balancer.longterm`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger("loadmgr.longterm")
+
+VALUES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+
+
+class EmptyHistory(Exception):
+    """No usable rows in the requested range (missing path, no files, or every row invalid)."""
+
+
+def build_spark(master: str | None = "local[*]", conf: dict[str, str] | None = None) -> SparkSession:
+    """A session on ``master``; with None, the master spark-submit was given (else ``local[*]``)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("loadmgr-longterm")
+    # spark-submit hands its Python driver a gateway; its --master must not be overridden by a default.
+    if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:
+        builder = builder.master(master or "local[*]")
+    settings = {"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false"}
+    settings.update(conf or {})
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _bundle_schema() -> Any:
+    from pyspark.sql import types as T
+
+    fields = [T.StructField("time", T.LongType()), T.StructField("bundle", T.StringType())]
+    fields += [T.StructField("owner", T.StringType())]
+    fields += [T.StructField(v, T.DoubleType()) for v in VALUES]
+    fields += [T.StructField(c, T.LongType()) for c in ("topics", "producers", "consumers")]
+    fields += [T.StructField("date", T.DateType()), T.StructField("hour", T.IntegerType())]
+    return T.StructType(fields)
+
+
+def _cycle_schema() -> Any:
+    from pyspark.sql import types as T
+
+    fields = [T.StructField(c, T.LongType()) for c in ("time", "bundles", "brokers")]
+    fields += [T.StructField("date", T.DateType()), T.StructField("hour", T.IntegerType())]
+    return T.StructType(fields)
+
+
+def read_range(spark: SparkSession, uri: str, dataset: str, start_ms: int, end_ms: int) -> DataFrame:
+    """Rows of ``[start_ms, end_ms)``; partition pruning on ``date`` keeps other days unread."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    root = f"{uri.rstrip('/')}/{dataset}"
+    if not _path_exists(spark, root):
+        raise EmptyHistory(f"no {dataset} history at {root}")
+    reader = spark.read.option("basePath", root)
+    if dataset in ("bundles", "cycles"):
+        reader = reader.schema(_bundle_schema() if dataset == "bundles" else _cycle_schema())
+    try:
+        df = reader.parquet(root)
+    except AnalysisException as e:
+        if "PATH_NOT_FOUND" in str(e) or "UNABLE_TO_INFER_SCHEMA" in str(e):
+            raise EmptyHistory(f"no {dataset} history at {root}") from None
+        raise
+    first_day, last_day = day_range(start_ms, end_ms)
+    return df.where(
+        (F.col("date") >= F.lit(first_day))
+        & (F.col("date") <= F.lit(last_day))
+        & (F.col("time") >= start_ms)
+        & (F.col("time") < end_ms)
+    )
+
+
+def day_range(start_ms: int, end_ms: int) -> tuple[date, date]:
+    """UTC dates of the first and last millisecond of ``[start_ms, end_ms)``: the partitions to read."""
+    return (
+        datetime.fromtimestamp(start_ms / 1000, UTC).date(),
+        datetime.fromtimestamp((end_ms - 1) / 1000, UTC).date(),
+    )
+
+
+def _path_exists(spark: SparkSession, root: str) -> bool:
+    """Ask Hadoop's filesystem first: a missing path read by Spark logs a JVM stack trace."""
+    try:
+        sc = spark.sparkContext
+        jvm: Any = sc._jvm
+        path = jvm.org.apache.hadoop.fs.Path(root)
+        return bool(path.getFileSystem(sc._jsc.hadoopConfiguration()).exists(path))
+    except Exception:
+        return True  # no JVM access (Spark Connect): let the read itself report a missing path
+
+
+def good_number(c: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    # Spark orders NaN above every number, so NaN needs its own test.
+    return c.isNotNull() & ~F.isnan(c) & (c >= 0) & (c < F.lit(float("inf")))
+
+
+def valid_bundle_row() -> Column:
+    """Same rule as :func:`balancer.longterm.is_valid_bundle_sample`."""
+    from pyspark.sql import functions as F
+
+    ok = (
+        F.col("bundle").isNotNull()
+        & (F.col("bundle") != "")
+        & F.col("time").isNotNull()
+        & (F.col("time") >= 0)
+    )
+    for v in VALUES:
+        ok = ok & good_number(F.col(v))
+    return F.coalesce(ok, F.lit(False))
+
+
+@dataclass(frozen=True)
+class CycleManifest:
+    """The sink's ``cycles`` manifest of a history for the job's range (read as the cycle-index step)."""
+
+    uri: str
+    start_ms: int
+    end_ms: int
+
+    def times(self, spark: SparkSession) -> list[int]:
+        """Sorted distinct times of the range's cycles that wrote bundle rows; [] without a manifest.
+
+        A local history is read with pyarrow on the driver: a Spark read of these few small files costs a
+        job (~0.6 s measured at 10M rows), pyarrow ~0.05 s. Other stores go through Spark's connectors.
+        """
+        parsed = urlparse(self.uri)
+        if parsed.scheme in ("", "file"):
+            root = parsed.path if parsed.scheme == "file" else self.uri
+            return self._local_times(f"{root.rstrip('/')}/cycles")
+        return self._spark_times(spark)
+
+    def _spark_times(self, spark: SparkSession) -> list[int]:
+        from pyspark.sql import functions as F
+
+        try:
+            df = read_range(spark, self.uri, "cycles", self.start_ms, self.end_ms)
+        except EmptyHistory:
+            return []
+        rows = df.where(F.col("bundles") > 0).select("time").collect()
+        return sorted({int(r["time"]) for r in rows if r["time"] is not None})
+
+    def _local_times(self, path: str) -> list[int]:
+        import pyarrow as pa
+        import pyarrow.dataset as pds
+
+        if not os.path.isdir(path):
+            return []
+        first_day, last_day = day_range(self.start_ms, self.end_ms)
+        partitions = pds.partitioning(pa.schema([("date", pa.string()), ("hour", pa.int32())]), flavor="hive")
+        try:
+            table = pds.dataset(path, format="parquet", partitioning=partitions).to_table(
+                columns=["time"],
+                filter=(pds.field("date") >= first_day.isoformat())  # prunes other days' directories
+                & (pds.field("date") <= last_day.isoformat())
+                & (pds.field("time") >= self.start_ms)
+                & (pds.field("time") < self.end_ms)
+                & (pds.field("bundles") > 0),
+            )
+        except (pa.ArrowException, OSError) as e:  # a foreign or damaged manifest: the scan is always right
+            log.warning("cycles manifest at %s unreadable (%s): scanning cycle times instead", path, e)
+            return []
+        return sorted({int(t) for t in table.column("time").to_pylist() if t is not None})
