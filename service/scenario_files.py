@@ -1,4 +1,4 @@
-"""Reads the simulator's named scenarios (JSON package data in ``balancer/sim/scenarios/``).
+"""Reads the simulator's named scenarios (JSON package data in ``balancer/sim/scenario_data/``).
 
 The pure core only parses dicts (``balancer.sim.scenarios.parse_scenario``); the file reading
 lives here so ``loadmgr simulate``, ``bench/quality.py`` and the tests share one loader.
@@ -16,7 +16,7 @@ from balancer.sim.scenarios import Scenario, parse_scenario
 
 
 def _root() -> Traversable:
-    return resources.files("balancer.sim") / "scenarios"
+    return resources.files("balancer.sim") / "scenario_data"
 
 
 def scenario_names() -> list[str]:

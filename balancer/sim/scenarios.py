@@ -2,7 +2,7 @@
 
 A scenario describes broker groups (count, capacity, target load, when they join or leave),
 bundle size distributions, traffic variation, timed events and config overrides. ``parse_scenario``
-checks a dict (the JSON files ``balancer/sim/scenarios/*.json`` are read by the adapter
+checks a dict (the JSON files ``balancer/sim/scenario_data/*.json`` are read by the adapter
 ``service.scenario_files``); ``build`` turns it into an initial cluster with a seeded
 ``random.Random``; the engine replays the events. The format is documented in ``docs/strategy.md``
 (section "Simulator").
