@@ -33,7 +33,7 @@ def dry_run(service: ServiceDep) -> dict[str, Any]:
 @router.get(
     "/decisions",
     response_model=DecisionList,
-    summary="Recent shedding, placement, split and manual decisions",
+    summary="Recent shedding, placement, split, manual and long-term adoption decisions",
 )
 def decisions(
     service: ServiceDep,
