@@ -21,6 +21,7 @@ import copy
 import gc
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,10 @@ def read_and_sort(load: LoadData) -> float:
     return time.perf_counter() - t0
 
 
-def measure(label: str, repeat: int = 3) -> dict[str, Any]:
-    rows: list[dict[str, Any]] = []
-    original, shed, select = engine.plan_shedding_cycle, cycle.shed, cycle.select_broker
-    parts = {"shed": 0.0, "place": 0.0}
+def _part_timers(
+    shed: Callable[..., Any], select: Callable[..., Any], parts: dict[str, float]
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """Wrappers of the cycle's shedding and placement calls that add their time to ``parts``."""
 
     def timed_shed(*args: Any) -> Any:
         t0 = time.perf_counter()
@@ -86,6 +87,16 @@ def measure(label: str, repeat: int = 3) -> dict[str, Any]:
             return select(*args, **kw)
         finally:
             parts["place"] += time.perf_counter() - t0
+
+    return timed_shed, timed_select
+
+
+def measure(label: str, repeat: int = 3) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    original, shed, select = engine.plan_shedding_cycle, cycle.shed, cycle.select_broker
+    parts = {"shed": 0.0, "place": 0.0}
+
+    timed_shed, timed_select = _part_timers(shed, select, parts)
 
     def timed(load: LoadData, *args: Any) -> Any:
         floor = min(read_and_sort(load) for _ in range(3))
@@ -142,19 +153,7 @@ def _time_again(label: str, at: int, moves: int, times: int) -> list[dict[str, A
     out: list[dict[str, Any]] = []
     calls = [0]
 
-    def timed_shed(*args: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return shed(*args)
-        finally:
-            parts["shed"] += time.perf_counter() - t0
-
-    def timed_select(*args: Any, **kw: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return select(*args, **kw)
-        finally:
-            parts["place"] += time.perf_counter() - t0
+    timed_shed, timed_select = _part_timers(shed, select, parts)
 
     def again(load: LoadData, *args: Any) -> Any:
         if calls[0] == at:
