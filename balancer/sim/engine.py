@@ -103,6 +103,9 @@ class CycleState:
     throughput: list[float]
     unloads: int
     placements: int
+    # Pre-move states only (the disturbance and later join/leave cycles): each broker's bundles' true
+    # msg rates, largest first, for the least-cost bounds in ``balancer.sim.metrics``.
+    bundle_rates: list[list[float]] = field(default_factory=list)
 
 
 @dataclass
@@ -296,9 +299,9 @@ class Simulation:
             traffic = self._traffic(k)
             before = self._measure(traffic, cpu)
             if k == min(self.s.disturbance_at, self.s.cycles - 1):
-                pre = self._state(k, before, 0, placements)
+                pre = self._state(k, before, 0, placements, traffic)
             elif pre is not None and any(ev["type"] in ("_up", "_down") for ev in self.schedule.get(k, [])):
-                pre_events.append(self._state(k, before, 0, placements))
+                pre_events.append(self._state(k, before, 0, placements, traffic))
             plan = plan_shedding_cycle(
                 self.load, self.config, self.shedder, self.placement, self.ctx, now_ms, self.leader_rng
             )
@@ -338,8 +341,23 @@ class Simulation:
             pre_events=pre_events,
         )
 
-    def _state(self, k: int, usage: dict[str, BrokerUsage], unloads: int, placements: int) -> CycleState:
+    def _state(
+        self,
+        k: int,
+        usage: dict[str, BrokerUsage],
+        unloads: int,
+        placements: int,
+        traffic: dict[str, Traffic] | None = None,
+    ) -> CycleState:
         names = sorted(usage)
+        rates: list[list[float]] = []
+        if traffic is not None:
+            per: dict[str, list[float]] = {n: [] for n in names}
+            for bundle, owner in self.cluster.owners.items():
+                own = per.get(owner)
+                if own is not None:
+                    own.append(traffic[bundle].rate)
+            rates = [sorted(per[n], reverse=True) for n in names]
         return CycleState(
             cycle=k,
             brokers=names,
@@ -349,6 +367,7 @@ class Simulation:
             throughput=[usage[n].throughput for n in names],
             unloads=unloads,
             placements=placements,
+            bundle_rates=rates,
         )
 
     def _place_orphans(self, stored: dict[str, BundleData]) -> int:

@@ -21,6 +21,14 @@ the lagging reports the leader saw):
   again later (rolling restarts), each such cycle ``k`` adds the imbalance it created:
   ``max(0, LB(pre-move state of k) - LB(post-move state of k-1))``. ``moved_vs_lower_bound`` =
   ``moved_rate / lower_bound_rate`` (``None`` when both are 0, ``inf`` when only the bound is 0).
+- ``balance_bound_rate`` / ``balance_bound_unloads`` = the least msg rate and the fewest bundles any
+  strategy must move to end balanced, from the pre-move state of the last disturbance (the last
+  join or leave, else the disturbance cycle; after it only unloads move traffic), at that state's
+  traffic: see :func:`balancer.sim.bounds.balance_bound`. ``final_bound_rate`` /
+  ``final_bound_unloads`` = the same bound for ending at this run's own final rate max/min (what
+  reaching its result costs at least). A run that moved less than ``balance_bound_rate`` cannot
+  have ended balanced but for traffic drift: its lower cost is not comparable with a run that
+  balanced.
 - ``uphill_moves`` = moves whose source's utilisation was below its destination's just before
   the move.
 - ``jitter_unloads`` = unloads of the run minus unloads of the same run (same seed) with the
@@ -33,9 +41,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from balancer.sim.bounds import BALANCED_RATIO, Bound, balance_bound
 from balancer.sim.engine import CycleState, SimResult
-
-BALANCED_RATIO = 1.25
 
 
 def _ratio(values: list[float]) -> float:
@@ -65,6 +72,11 @@ def lower_bound(s: CycleState) -> float:
     return sum(max(0.0, r - c * mean) for r, c in zip(s.msg_rate, s.capacity, strict=True))
 
 
+def last_disturbance(r: SimResult) -> CycleState:
+    """The pre-move state after which only unloads move traffic (no more joins, leaves or orphans)."""
+    return r.pre_events[-1] if r.pre_events else r.pre_disturbance
+
+
 @dataclass
 class Quality:
     scenario: str
@@ -82,6 +94,10 @@ class Quality:
     moved_throughput: float
     lower_bound_rate: float
     moved_vs_lower_bound: float | None
+    balance_bound_rate: float
+    balance_bound_unloads: int
+    final_bound_rate: float
+    final_bound_unloads: int
     uphill_moves: int
     jitter_unloads: int | None
 
@@ -106,6 +122,10 @@ def quality(r: SimResult, without_jitter: SimResult | None = None) -> Quality:
         vs_lb = None if moved_rate == 0 else math.inf
     jitter = None if without_jitter is None else max(0, len(r.moves) - len(without_jitter.moves))
     last = r.cycles[-1]
+    start_state = last_disturbance(r)
+    to_balance = balance_bound(start_state)
+    final_ratio = rate_ratio(last)
+    to_final = balance_bound(start_state, final_ratio) if math.isfinite(final_ratio) else Bound(0.0, 0)
     return Quality(
         scenario=r.scenario,
         strategy=r.pair.label,
@@ -122,6 +142,10 @@ def quality(r: SimResult, without_jitter: SimResult | None = None) -> Quality:
         moved_throughput=sum(m.throughput for m in r.moves),
         lower_bound_rate=lb,
         moved_vs_lower_bound=vs_lb,
+        balance_bound_rate=to_balance.rate,
+        balance_bound_unloads=to_balance.unloads,
+        final_bound_rate=to_final.rate,
+        final_bound_unloads=to_final.unloads,
         uphill_moves=sum(1 for m in r.moves if m.source_util < m.destination_util),
         jitter_unloads=jitter,
     )
