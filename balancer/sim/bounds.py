@@ -21,6 +21,7 @@ from balancer.sim.engine import CycleState
 BALANCED_RATIO = 1.25
 _BISECT_STEPS = 100
 _INTERVALS = 200  # sub-intervals of the feasible levels for the bundle-count bound
+_TOP_SOURCES = 3  # sources (largest excess first) checked for bundles too big for any broker's room
 INF = math.inf
 
 
@@ -94,6 +95,37 @@ class _Brokers:
         """Bundles that must leave the brokers with excess at level m."""
         return sum(self._cover(i, r - self.ratio * m * c) for i, (r, c) in enumerate(self.pairs))
 
+    def room(self, j: int, m: float) -> float:
+        r, c = self.pairs[j]
+        return self.ratio * m * c - r
+
+    def one_source(self, i: int, a: float, z: float) -> float:
+        """For levels in [a, z], the fewest bundles that moving broker i's excess takes, counting its
+        receivers' own shedding: either every bundle it moves fits some broker's room (the free ones
+        cover the excess), or one that fits nowhere moves and its receiver j sheds at least
+        (bundle - room_j) of its own bundles. Excess falls and rooms grow with m, so the excess and
+        rooms at z bound from below; the smallest bundle that can be too big anywhere in [a, z] is
+        the smallest above the largest room at a."""
+        own = self.desc[i]
+        e = -self.room(i, z)
+        if e <= self.eps:
+            return 0
+        ascending = own[::-1]
+        free_z = bisect.bisect_right(ascending, max(self.room(j, z) for j in range(len(self.pairs))))
+        free_cover = self._cover_from(i, e, len(own) - free_z)
+        k = bisect.bisect_right(ascending, max(self.room(j, a) for j in range(len(self.pairs))))
+        if k >= len(own):
+            return free_cover  # no bundle of i is too big for the largest room
+        w = ascending[k]
+        sheds = min(self._cover(j, w - self.room(j, z)) for j in range(len(self.pairs)) if j != i)
+        return min(free_cover, self._cover(i, e) + sheds)
+
+    def _cover_from(self, i: int, amount: float, start: int) -> float:
+        """Fewest of broker i's bundles from its ``start``-th largest on adding up to ``amount``."""
+        acc = self.prefix[i]
+        t = bisect.bisect_left(acc, acc[start] + amount - self.eps, lo=start)
+        return INF if t >= len(acc) else t - start
+
     def in_count(self, m: float) -> float:
         if self.largest <= 0:
             return 0
@@ -103,11 +135,16 @@ class _Brokers:
 
     def count_bound(self, lo: float, hi: float) -> int:
         """Out count is non-increasing in m and in count non-decreasing, both step functions: on a
-        sub-interval [a, z] of the levels the max of the two is >= max(out(z), in(a)), and the
-        minimum of that over the sub-intervals bounds the count from below."""
+        sub-interval [a, z] of the levels the count is >= max(out(z), in(a)), and >= what each of
+        the few largest sources costs alone with its receivers' shedding (:meth:`one_source`); the
+        minimum over the sub-intervals bounds the count from below."""
         best = INF
         step = (hi - lo) / _INTERVALS
+        n = len(self.pairs)
         for k in range(_INTERVALS):
             a, z = lo + k * step, (hi if k == _INTERVALS - 1 else lo + (k + 1) * step)
-            best = min(best, max(self.out_count(z), self.in_count(a)))
+            here = max(self.out_count(z), self.in_count(a))
+            top = sorted(range(n), key=lambda i: self.room(i, z))[:_TOP_SOURCES]
+            here = max(here, *(self.one_source(i, a, z) for i in top))
+            best = min(best, here)
         return 0 if math.isinf(best) else int(best)

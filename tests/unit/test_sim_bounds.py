@@ -84,7 +84,7 @@ def brute_force(bundles: list[list[float]], caps: list[float], ratio: float) -> 
 sizes = st.lists(st.integers(1, 9).map(float), min_size=0, max_size=3)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     bundles=st.lists(sizes, min_size=2, max_size=3).filter(lambda bs: sum(len(b) for b in bs) <= 6),
     caps=st.lists(st.sampled_from([1.0, 2.0]), min_size=3, max_size=3),
