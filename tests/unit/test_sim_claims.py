@@ -61,3 +61,23 @@ def test_nearly_idle_broker_is_not_mistaken_for_weak_hardware() -> None:
     q = quality(simulate(s, OURS, 2))
     assert q.final_cpu_range < 5
     assert q.final_rate_ratio <= 1.25
+
+
+def test_costs_at_the_balance_reached_are_no_further_above_the_least_than_avgshedders() -> None:
+    # Raw costs favour a strategy that stops early; compare each run with the least any strategy
+    # must move to end as balanced as that run did (balancer/sim/bounds.py).
+    for name, cycles in (
+        ("hot_bundle", 30),
+        ("heterogeneous", 14),
+        ("seed_80_80_20", 10),
+        ("steady_noise", 20),
+    ):
+        ours, avg = run(name, cycles=cycles), run(name, "AvgShedder", cycles=cycles)
+        assert ours.final_rate_ratio <= avg.final_rate_ratio + 0.01, name
+        assert ours.final_bound_rate > 0 and ours.final_bound_unloads > 0, name
+        ours_moved = ours.moved_rate / ours.final_bound_rate
+        ours_unloads = ours.unloads / ours.final_bound_unloads
+        if avg.final_bound_rate > 0:
+            assert ours_moved <= 1.01 * avg.moved_rate / avg.final_bound_rate, name
+        if avg.final_bound_unloads > 0:
+            assert ours_unloads <= 1.01 * avg.unloads / avg.final_bound_unloads, name
