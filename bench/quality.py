@@ -213,8 +213,11 @@ def at_own_balance(o: dict[str, Any], b: dict[str, Any]) -> str:
 
 
 def cost_ratios(c: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(moved / least, unloads / least) since the last disturbance, None where the least is 0."""
+    """(moved / least, unloads / least) since the last disturbance; None where the least is 0 or the
+    run moved nothing (its final balance then came from traffic drift, not from what it paid)."""
     q = c["q"]
+    if c["unloads_since"] == 0:
+        return None, None
     moved = c["moved_since"] / q.final_bound_rate if q.final_bound_rate > 0 else None
     unloads = c["unloads_since"] / q.final_bound_unloads if q.final_bound_unloads > 0 else None
     return moved, unloads

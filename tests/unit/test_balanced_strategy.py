@@ -109,6 +109,38 @@ def test_jitter_that_flips_sides_never_accumulates_hits() -> None:
         assert s.find_bundles_for_unloading(load, CONFIG).count == 0
 
 
+def edge_cluster(cpu_a: float) -> LoadData:
+    """Broker a's traffic follows its CPU (same hardware as the others); b, c, d at 40%."""
+    others = {n: (40.0, [1000.0] * 20) for n in "bcd"}
+    return cluster({"a": (cpu_a, [cpu_a * 25.0] * 20), **others})
+
+
+def test_a_broker_at_the_band_edge_triggers_by_slow_drift() -> None:
+    # a alternates 51% / 49% against three at 40%: its gap (8.25 / 6.75 points) crosses the band
+    # (7.5) every call, so the hit counter never passes 1, but it stays beyond half the band.
+    s = BalancedShedder()
+    need = 2 * CONFIG.loadBalancerAvgShedderHitCountLowThreshold
+    for i in range(need - 1):
+        r = s.find_bundles_for_unloading(edge_cluster(51.0 if i % 2 == 0 else 49.0), CONFIG)
+        assert r.count == 0, i
+        assert abs(r.brokers["a"].numbers["hits"]) <= 1
+    r = s.find_bundles_for_unloading(edge_cluster(51.0 if need % 2 == 1 else 49.0), CONFIG)
+    assert r.count > 0
+    assert set(r.unloads) == {"a"}
+    assert r.brokers["a"].reason == "triggered"
+    assert "slow drift" in r.brokers["a"].message
+    assert r.brokers["a"].numbers["drift"] == need
+
+
+def test_a_broker_within_half_the_band_never_triggers() -> None:
+    s = BalancedShedder()
+    for _ in range(40):  # gap 3 points: less than half the band
+        r = s.find_bundles_for_unloading(edge_cluster(44.0), CONFIG)
+        assert r.count == 0
+        assert r.brokers["a"].reason == "in_band"
+        assert r.brokers["a"].numbers["drift"] == 0
+
+
 def test_placement_prefers_least_projected_utilisation_and_counts_what_it_placed() -> None:
     s = BalancedShedder()
     load = cluster({"a": (50.0, [1000.0] * 20), "b": (40.0, [800.0] * 20), "c": (45.0, [900.0] * 20)})
