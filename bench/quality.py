@@ -227,8 +227,8 @@ def render(
         f" worse, of which {len(inherent)} are move costs in scenarios where {BASE} ends unbalanced and we"
         f" do not (its lower cost is the cost of not doing the job; compare moved/LB) — {len(proven)} of"
         f" them provably so: {BASE} moved less than the least any strategy must move to end balanced"
-        f" (`balancer/sim/bounds.py`) — and {worse_total - len(inherent)} are genuine or seed-level"
-        " differences, each explained below",
+        f" (`balancer/sim/bounds.py`) — and {worse_total - len(inherent)} are genuine differences"
+        " (final-state metrics on the ten-seed mean), each explained below",
     ]
     versus.append(equal_balance_claim(by, scenarios))
     lines += ["", f"### Claims for {OURS}, checked on this run", "", *claims(by), *versus, ""]
