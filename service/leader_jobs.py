@@ -37,7 +37,7 @@ from service.store import ZkStore
 from service.view import DecisionLog, DecisionRecord
 
 if TYPE_CHECKING:
-    from service.runtime import MetricsSink
+    from service.metrics_sink import MetricsSink
 
 log = logging.getLogger(__name__)
 TOPIC_FREE_ALGORITHMS = ("range_equally_divide", SPECIFIED_POSITIONS_DIVIDE)

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -47,48 +47,12 @@ from service.executor import Executor, ZkExecutor
 from service.leader import LeaderElection
 from service.leader_jobs import LeaderJobs, now_ms
 from service.loadview import LoadView
+from service.metrics_sink import MetricsSink, NoMetrics
 from service.settings import Settings
 from service.store import ZkStore
 from service.view import ClusterView, DecisionLog, DecisionRecord
 
 log = logging.getLogger(__name__)
-
-
-class MetricsSink(Protocol):
-    """What the service reports to; :class:`service.metrics.PrometheusMetrics` implements it."""
-
-    def cycle_finished(self, seconds: float, moves: int) -> None: ...
-    def unloaded(self, reason: str) -> None: ...
-    def split_done(self, reason: str) -> None: ...
-    def leader_changed(self, is_leader: bool) -> None: ...
-    def zk_error(self, kind: str) -> None: ...
-    def malformed_report(self, broker: str) -> None: ...
-    def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None: ...
-
-
-class NoMetrics:
-    """The default sink: does nothing."""
-
-    def cycle_finished(self, seconds: float, moves: int) -> None:
-        pass
-
-    def unloaded(self, reason: str) -> None:
-        pass
-
-    def split_done(self, reason: str) -> None:
-        pass
-
-    def leader_changed(self, is_leader: bool) -> None:
-        pass
-
-    def zk_error(self, kind: str) -> None:
-        pass
-
-    def malformed_report(self, broker: str) -> None:
-        pass
-
-    def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None:
-        pass
 
 
 def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, PlacementStrategy]:

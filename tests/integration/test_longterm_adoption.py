@@ -24,7 +24,8 @@ from service.executor import ZkExecutor
 from service.leader_jobs import LeaderJobs
 from service.loadview import LoadView
 from service.longterm_zk import merge_long_term
-from service.runtime import NoMetrics, make_strategies
+from service.metrics_sink import NoMetrics
+from service.runtime import make_strategies
 from service.store import ZkStore
 from service.view import DecisionLog
 from service.workload import BundleLoad, Scenario

@@ -1,0 +1,48 @@
+"""What the load manager reports to (``MetricsSink``) and the sink that reports nowhere.
+
+:class:`service.metrics.PrometheusMetrics` implements the protocol; the runtime and the leader's jobs
+depend only on it, so tests and embedded uses need no Prometheus registry."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from service.view import ClusterView
+
+
+class MetricsSink(Protocol):
+    """What the service reports to; :class:`service.metrics.PrometheusMetrics` implements it."""
+
+    def cycle_finished(self, seconds: float, moves: int) -> None: ...
+    def unloaded(self, reason: str) -> None: ...
+    def split_done(self, reason: str) -> None: ...
+    def leader_changed(self, is_leader: bool) -> None: ...
+    def zk_error(self, kind: str) -> None: ...
+    def malformed_report(self, broker: str) -> None: ...
+    def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None: ...
+
+
+class NoMetrics:
+    """The default sink: does nothing."""
+
+    def cycle_finished(self, seconds: float, moves: int) -> None:
+        pass
+
+    def unloaded(self, reason: str) -> None:
+        pass
+
+    def split_done(self, reason: str) -> None:
+        pass
+
+    def leader_changed(self, is_leader: bool) -> None:
+        pass
+
+    def zk_error(self, kind: str) -> None:
+        pass
+
+    def malformed_report(self, broker: str) -> None:
+        pass
+
+    def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None:
+        pass
