@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from balancer.vectors.kinds_placement import handle_placement, handle_report_update, handle_time_average
+from balancer.vectors.kinds_loaddata import handle_report_update, handle_time_average
+from balancer.vectors.kinds_placement import handle_placement
 from balancer.vectors.kinds_split import (
     handle_split_algorithm,
     handle_split_condition,

@@ -72,5 +72,10 @@ def run_cases(name: str, cases: list[tuple[str, Case]]) -> list[RoundReport]:
     return out
 
 
+def snake(camel: str) -> str:
+    """A vector's camelCase member name as the model's snake_case attribute."""
+    return "".join("_" + c.lower() if c.isupper() else c for c in camel)
+
+
 def unsupported(name: str, kind: str, data: Mapping[str, Any]) -> list[RoundReport]:
     return [RoundReport(name, "vector", False, [f"no {kind} handler for source {data.get('source')!r}"])]
