@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import functools
 import logging
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal, Self
 
+from service.zk_process import die_with_parent_prefix, four_letter_word, free_port
 from service.zk_runtime import (
     JAVA_INSTALL_HINT,
     MIN_JAVA_VERSION,
@@ -42,6 +40,7 @@ __all__ = [
     "ZooKeeperLaunchError",
     "find_java",
     "find_zookeeper_jars",
+    "four_letter_word",
     "java_version",
 ]
 
@@ -56,28 +55,6 @@ _FATAL_LOG_PATTERNS = re.compile(
 )
 
 Classpath = Literal["minimal", "all"]
-
-
-def _free_port() -> int:
-    # Inherently racy (the port can be taken before java binds it); start() retries
-    # on "Address already in use" to cover that.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def four_letter_word(host: str, port: int, command: str, timeout: float = 2.0) -> str:
-    """Send a ZooKeeper four-letter command (ruok, srvr, mntr...) and return the reply."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(command.encode("ascii"))
-        chunks: list[bytes] = []
-        while True:
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 _LOG4J2_PROPERTIES = """\
@@ -200,7 +177,7 @@ class EmbeddedZooKeeper:
             try:
                 return self._start_once(java, jars, deadline)
             except _RetryableLaunchError as exc:
-                # Port stolen between _free_port() and bind, or the minimal jar set
+                # Port stolen between free_port() and bind, or the minimal jar set
                 # is not enough for this ZooKeeper: both deserve another go.
                 if attempts >= 3 or time.monotonic() >= deadline:
                     raise ZooKeeperLaunchError(str(exc)) from None
@@ -293,7 +270,7 @@ class EmbeddedZooKeeper:
 
     def _java_command(self, java: str, jars: list[Path], tmpdir: Path, cfg: Path) -> list[str]:
         return [
-            *_die_with_parent_prefix(),
+            *die_with_parent_prefix(),
             java,
             # Small heap, serial GC and C1-only keep start-up near one second and the
             # footprint low when several servers run in one test session.
@@ -317,7 +294,7 @@ class EmbeddedZooKeeper:
 
     def _start_once(self, java: str, jars: list[Path], deadline: float) -> str:
         tmpdir = Path(tempfile.mkdtemp(prefix="loadmgr-zk-"))
-        port = self._fixed_port or _free_port()
+        port = self._fixed_port or free_port()
         cfg = self._write_config(tmpdir, port)
         self._tmpdir = tmpdir
         # A file, never a PIPE: nobody drains the pipe, and a full one would block
@@ -406,34 +383,3 @@ class _RetryableLaunchError(ZooKeeperLaunchError):
     def __init__(self, message: str, *, missing_class: bool) -> None:
         super().__init__(message)
         self.missing_class = missing_class
-
-
-def _die_with_parent_prefix() -> list[str]:
-    """Command prefix that makes Linux SIGKILL the JVM if this process dies abruptly.
-
-    atexit covers normal exits, but not `kill -9` of pytest or a crashed demo, which
-    would otherwise leave an orphan JVM holding its port. util-linux's setpriv sets
-    PR_SET_PDEATHSIG and then *execs* java, so the child pid stays the JVM's pid
-    (pause()/resume() rely on that); a preexec_fn would do the same but is unsafe
-    with the threads kazoo runs in this process. The death signal fires when the
-    *thread* that forked exits, so it is only used from the main thread.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return []
-    setpriv = _setpriv_with_pdeathsig()
-    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
-
-
-@functools.cache
-def _setpriv_with_pdeathsig() -> str | None:
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        return None
-    try:
-        # --pdeathsig only exists since util-linux 2.33.
-        help_text = subprocess.run(
-            [setpriv, "--help"], capture_output=True, text=True, timeout=10, check=False
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return setpriv if "--pdeathsig" in help_text else None
