@@ -1,19 +1,11 @@
 """``LoadManagerService``: the live load manager one ``loadmgr serve`` process runs.
 
-It campaigns for leadership (:mod:`service.leader`); while it leads, APScheduler jobs run the
-leader's work (:mod:`service.leader_jobs`) at Pulsar's intervals:
-
-* ``shedding`` every ``loadBalancerSheddingIntervalMinutes``: one snapshot, orphan placement, one
-  ``plan_shedding_cycle`` decision, then the moves, each in the bounded decision log;
-* ``reconcile`` at half that interval (and at once when leadership is won): unowned bundles of live
-  namespaces get a broker, so a dead broker's bundles are owned again within one shedding interval;
-* ``bundle-data`` every ``loadBalancerResourceQuotaUpdateIntervalMinutes``: bundle data (top K) and
-  brokers' time averages written;
-* ``split`` every shedding interval: Pulsar's split conditions, executed through the executor.
+It campaigns for leadership (:mod:`service.leader`); while it leads, the jobs of
+:mod:`service.leader_schedule` run the leader's work (:mod:`service.leader_jobs`) at Pulsar's intervals:
+shedding, reconcile, bundle-data and split.
 
 Jobs are paused while this instance does not lead and each re-checks leadership before writing.
-Intervals are minutes, fractions allowed (0.05 = 3 s). Thread-safe: every method may be called
-from the REST layer's threads.
+Thread-safe: every method may be called from the REST layer's threads.
 """
 
 from __future__ import annotations
@@ -25,10 +17,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
 from typing import Any
-
-from apscheduler.schedulers.background import BackgroundScheduler
 
 from balancer.bundles import NamespaceBundles, split_bundle_name, topic_namespace
 from balancer.config import LoadBalancerConfig
@@ -46,6 +35,7 @@ from service.errors import NotLeader, ServiceError, StoreUnavailable
 from service.executor import Executor, ZkExecutor
 from service.leader import LeaderElection
 from service.leader_jobs import LeaderJobs, now_ms
+from service.leader_schedule import LeaderSchedule
 from service.loadview import LoadView
 from service.metrics_sink import MetricsSink, NoMetrics
 from service.settings import Settings
@@ -113,7 +103,7 @@ class LoadManagerService:
             self._epoch,
             random.Random(seed),
         )
-        self._scheduler = BackgroundScheduler(daemon=True)
+        self._schedule = LeaderSchedule()
         self._started = False
 
     # ---- lifecycle ---------------------------------------------------------------------------------
@@ -122,7 +112,7 @@ class LoadManagerService:
         self.store.start()
         self.store.add_state_listener(self._on_state)
         self._schedule_jobs()
-        self._scheduler.start()
+        self._schedule.start()
         self.election.start()
         self._started = True
 
@@ -130,8 +120,7 @@ class LoadManagerService:
         """Step down (deleting the leader node), stop the jobs, close the connection."""
         self._started = False
         self.election.stop()
-        with contextlib.suppress(Exception):
-            self._scheduler.shutdown(wait=True)
+        self._schedule.shutdown()
         if self.history is not None:
             with contextlib.suppress(Exception):
                 self.history.close()
@@ -171,16 +160,6 @@ class LoadManagerService:
         return new
 
     # ---- scheduling --------------------------------------------------------------------------------
-    def _intervals(self) -> dict[str, float]:
-        c = self._config
-        shed = max(c.loadBalancerSheddingIntervalMinutes * 60, 0.2)
-        return {
-            "shedding": shed,
-            "reconcile": max(min(shed / 2, 30.0), 0.2),
-            "bundle-data": max(c.loadBalancerResourceQuotaUpdateIntervalMinutes * 60, 0.2),
-            "split": shed,
-        }
-
     def _schedule_jobs(self) -> None:
         funcs: dict[str, Callable[[], Any]] = {
             "shedding": lambda: self._leader_job("shedding", self.jobs.shedding_cycle),
@@ -188,20 +167,7 @@ class LoadManagerService:
             "bundle-data": lambda: self._leader_job("bundle-data", self.jobs.write_bundle_data),
             "split": lambda: self._leader_job("split", self._auto_split),
         }
-        leading = self.is_leader()
-        for name, seconds in self._intervals().items():
-            self._scheduler.add_job(
-                funcs[name],
-                "interval",
-                seconds=seconds,
-                id=name,
-                name=name,
-                replace_existing=True,
-                max_instances=1,
-                coalesce=True,
-                misfire_grace_time=None,
-                next_run_time=datetime.now() + timedelta(seconds=seconds) if leading else None,
-            )
+        self._schedule.apply(self._config, funcs, self.is_leader())
 
     def _auto_split(self, config: LoadBalancerConfig, s: LoadSheddingStrategy, p: PlacementStrategy) -> int:
         return self.jobs.auto_split(config, s, p) if config.loadBalancerAutoBundleSplitEnabled else 0
@@ -226,23 +192,16 @@ class LoadManagerService:
     def _on_elected(self) -> None:
         with self._lock:
             self._loadview.reset()  # a new term starts from a full re-read
-        now = datetime.now()
-        for name, seconds in self._intervals().items():
-            first = now if name == "reconcile" else now + timedelta(seconds=seconds)
-            with contextlib.suppress(Exception):
-                self._scheduler.modify_job(name, next_run_time=first)
+        self._schedule.resume(self._config)
         self.metrics.leader_changed(True)
 
     def _on_revoked(self) -> None:
-        for name in self._intervals():
-            with contextlib.suppress(Exception):
-                self._scheduler.pause_job(name)
+        self._schedule.pause()
         self.metrics.leader_changed(False)
 
     def _on_resync(self) -> None:
         # After a reconnect the next job re-reads everything anyway; wake the reconciler early.
-        with contextlib.suppress(Exception):
-            self._scheduler.modify_job("reconcile", next_run_time=datetime.now())
+        self._schedule.wake("reconcile")
 
     def _on_state(self, state: str) -> None:
         if state != "CONNECTED":
