@@ -239,7 +239,8 @@ class BalancedShedder:
     ) -> dict[str, float]:
         """Largest excess first: move the source's biggest bundle that neither takes it below
         target - tol nor lifts the least utilised destination above target + tol, until every
-        broker is within target +- tol."""
+        broker is within target +- tol. Returns each source's and destination's projected gap to
+        the target after the moves."""
         if not sources or not dests:
             return {}
         # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
