@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.longterm_compute import compute_bundles
-from service.longterm_input import VALUES, CycleManifest, build_spark, read_range
+from service.longterm.compute import compute_bundles
+from service.longterm.input import VALUES, CycleManifest, build_spark, read_range
 
 T0 = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 STEP_MS = 60_000

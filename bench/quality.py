@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from balancer.sim.engine import PAIRS, simulate  # noqa: E402
 from balancer.sim.metrics import last_disturbance, quality  # noqa: E402
-from service.scenario_files import load_scenario, scenario_names  # noqa: E402
+from service.commands.scenario_files import load_scenario, scenario_names  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from quality_claims import (  # noqa: E402

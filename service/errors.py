@@ -1,6 +1,7 @@
 """Errors of the live service.
 
-Kazoo's exceptions never leave :mod:`service.zk_json` and :mod:`service.store`: they become these.
+Kazoo's exceptions never leave :mod:`service.zookeeper.nodes` and :mod:`service.zookeeper.store`:
+they become these.
 """
 
 from __future__ import annotations

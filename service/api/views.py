@@ -15,7 +15,7 @@ from balancer.bundles import NamespaceBundles, namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.errors import UnknownBroker, UnknownBundle
 from balancer.models import BundleData, LocalBrokerData
-from service.metrics import brokers_of
+from service.api.metrics import brokers_of
 
 RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
 

@@ -1,1 +1,4 @@
-"""Sub-commands of ``loadmgr``: one module each, each with ``register(subparsers)``."""
+"""The ``loadmgr`` command line (``cli``): one module per sub-command, each with
+``register(subparsers)``, plus the simulator's scenario files (``scenario_files``). The top layer:
+may import every package of :mod:`service`; nothing imports it.
+"""

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from balancer.errors import InvalidInput
-from service.agent import BrokerAgent, SimulatedSource, StatsSource
-from service.pulsar_source import PulsarBrokerSource
+from service.broker.agent import BrokerAgent, SimulatedSource, StatsSource
+from service.broker.pulsar_source import PulsarBrokerSource
+from service.broker.workload import Scenario
 from service.settings import Settings
-from service.store import ZkStore
-from service.workload import Scenario
+from service.zookeeper.store import ZkStore
 
 
 def register(sub: Any) -> None:

@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from service.demo import Demo, DemoOptions
+    from service.demo.cluster import Demo, DemoOptions
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     opts = DemoOptions(

@@ -11,7 +11,7 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    from service.longterm_job import add_arguments
+    from service.longterm.job import add_arguments
 
     p = sub.add_parser(
         "longterm",
@@ -28,7 +28,7 @@ def register(sub: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     import logging
 
-    from service.longterm_job import execute
+    from service.longterm.job import execute
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     return execute(args)

@@ -53,8 +53,8 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api import create_app
-    from service.metrics import PrometheusMetrics
-    from service.runtime import LoadManagerService
+    from service.api.metrics import PrometheusMetrics
+    from service.leader.service import LoadManagerService
 
     settings = settings_from_args(args)
     logging.basicConfig(
@@ -64,7 +64,7 @@ def _serve(args: argparse.Namespace) -> int:
     metrics = PrometheusMetrics(cluster=args.cluster)
     history = None
     if settings.history_enabled:
-        from service.history import HistorySink
+        from service.longterm.history import HistorySink
 
         history = HistorySink(settings.history_uri)
     service = LoadManagerService(settings, config, metrics=metrics, history=history)

@@ -9,7 +9,7 @@ from typing import Any
 
 from balancer.sim.engine import PAIRS, pair_named, simulate
 from balancer.sim.metrics import quality, rate_ratio
-from service.scenario_files import load_scenario, scenario_names
+from service.commands.scenario_files import load_scenario, scenario_names
 
 
 def register(sub: Any) -> None:

@@ -16,7 +16,7 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from service.zk_launcher import EmbeddedZooKeeper
+    from service.zookeeper.launcher import EmbeddedZooKeeper
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -14,7 +14,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from balancer.models import LocalBrokerData, ResourceUsage
-from service.metrics import PrometheusMetrics
+from service.api.metrics import PrometheusMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "loadmgr.json"

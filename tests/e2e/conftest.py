@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service.demo import Demo, DemoOptions
+from service.demo.cluster import Demo, DemoOptions
 
 TOKEN = "e2e-secret"
 BALANCE_TIMEOUT_S = 120.0

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from balancer.bundles import split_bundle_name
-from service.demo import NAMESPACE, Demo
+from service.demo.cluster import NAMESPACE, Demo
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from service.demo import Demo
+from service.demo.cluster import Demo
 
 pytestmark = pytest.mark.e2e
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from service.cli import main
-from service.demo import Demo
+from service.commands.cli import main
+from service.demo.cluster import Demo
 
 pytestmark = pytest.mark.e2e
 

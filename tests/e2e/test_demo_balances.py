@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from service.demo import Demo
+from service.demo.cluster import Demo
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +32,7 @@ def test_loadmgr_demo_command_prints_url_table_moves_and_stops_cleanly() -> None
         [
             sys.executable,
             "-m",
-            "service.cli",
+            "service.commands.cli",
             "demo",
             "--port",
             "0",

@@ -12,8 +12,8 @@ import pytest
 import uvicorn
 
 from service.api import create_app
-from service.demo import Demo, demo_config, free_port
-from service.runtime import LoadManagerService
+from service.demo.cluster import Demo, demo_config, free_port
+from service.leader.service import LoadManagerService
 from service.settings import Settings
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from service.demo import Demo, free_port
+from service.demo.cluster import Demo, free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -23,7 +23,7 @@ def test_serve_answers_and_shuts_down_gracefully_on_sigterm(demo: Demo, tmp_path
         [
             sys.executable,
             "-m",
-            "service.cli",
+            "service.commands.cli",
             "serve",
             "--zk",
             demo._zk.hosts,

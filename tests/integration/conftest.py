@@ -18,12 +18,12 @@ import pytest
 
 from balancer.bundles import split_bundle_name
 from balancer.config import LoadBalancerConfig
-from service import zkpaths as P
-from service.agent import BrokerAgent, SimulatedSource
-from service.runtime import LoadManagerService
+from service.broker.agent import BrokerAgent, SimulatedSource
+from service.broker.workload import Scenario
+from service.leader.service import LoadManagerService
 from service.settings import Settings
-from service.store import Assignment, ZkStore
-from service.workload import Scenario
+from service.zookeeper import paths as P
+from service.zookeeper.store import Assignment, ZkStore
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_SESSION_S = 4.0
@@ -91,7 +91,7 @@ class Cluster:
         cmd = [
             sys.executable,
             "-m",
-            "service.cli",
+            "service.commands.cli",
             "agent",
             "--broker-id",
             broker_id,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from service.workload import skewed_scenario
+from service.broker.workload import skewed_scenario
 from tests.integration.conftest import AGENT_SESSION_S, FAST, Cluster, OwnershipChecker, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

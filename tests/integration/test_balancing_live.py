@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from service import zkpaths as P
-from service.workload import skewed_scenario
+from service.broker.workload import skewed_scenario
+from service.zookeeper import paths as P
 from tests.integration.conftest import Cluster, OwnershipChecker, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from service import zkpaths as P
+from service.broker.workload import skewed_scenario
 from service.errors import NotLeader, StaleWrite
-from service.workload import skewed_scenario
+from service.zookeeper import paths as P
 from tests.integration.conftest import FAST, ROOT, SERVICE_SESSION_S, Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration
@@ -28,7 +28,7 @@ INTERVAL_S = FAST["loadBalancerSheddingIntervalMinutes"] * 60
 SERVICE_MAIN = """
 import sys, time
 from balancer.config import LoadBalancerConfig
-from service.runtime import LoadManagerService
+from service.leader.service import LoadManagerService
 from service.settings import Settings
 import json
 hosts, instance, session, config = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])

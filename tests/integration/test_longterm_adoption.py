@@ -1,6 +1,6 @@
 """The live leader adopts longTermData the long-term job merges into ZooKeeper, and never clobbers it.
 
-The merge is the one the Spark job runs (``service.longterm_zk.merge_long_term``); the leader is a real
+The merge is the one the Spark job runs (``service.longterm.merge.merge_long_term``); the leader is a real
 ``LoadManagerService`` with a simulated broker agent, or, for the race, ``LeaderJobs`` driven by hand.
 """
 
@@ -19,16 +19,16 @@ from balancer.models import (
     TimeAverageMessageData,
 )
 from balancer.placement.least_long_term_message_rate import LeastLongTermMessageRate
-from service import zkpaths as P
-from service.executor import ZkExecutor
-from service.leader_jobs import LeaderJobs
-from service.loadview import LoadView
-from service.longterm_zk import merge_long_term
-from service.metrics_sink import NoMetrics
-from service.runtime import make_strategies
-from service.store import ZkStore
-from service.view import DecisionLog
-from service.workload import BundleLoad, Scenario
+from service.broker.workload import BundleLoad, Scenario
+from service.leader.cluster_view import DecisionLog
+from service.leader.executors import ZkExecutor
+from service.leader.jobs import LeaderJobs
+from service.leader.load_view import LoadView
+from service.leader.metrics_sink import NoMetrics
+from service.leader.service import make_strategies
+from service.longterm.merge import merge_long_term
+from service.zookeeper import paths as P
+from service.zookeeper.store import ZkStore
 from tests.integration.conftest import Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

@@ -27,9 +27,9 @@ from balancer.longterm import (
     long_term_by_bundle,
 )
 from balancer.models import BrokerData, LoadData, LocalBrokerData, NamespaceBundleStats, ResourceUsage
-from service.history import BUNDLE_SCHEMA, HistorySink, partition_of
-from service.longterm_input import VALUES, CycleManifest
-from service.longterm_job import (
+from service.longterm.history import BUNDLE_SCHEMA, HistorySink, partition_of
+from service.longterm.input import VALUES, CycleManifest
+from service.longterm.job import (
     EXIT_BAD_ARGS,
     EXIT_EMPTY,
     EXIT_OK,
@@ -120,7 +120,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from service.longterm_input import build_spark
+    from service.longterm.input import build_spark
 
     session = build_spark(
         "local[2]",

@@ -11,10 +11,10 @@ import pytest
 from kazoo.client import KazooClient
 
 from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAverageBrokerData
-from service import zk_json
-from service import zkpaths as P
 from service.errors import StaleWrite, StoreUnavailable
-from service.store import ZkStore
+from service.zookeeper import nodes as zk_json
+from service.zookeeper import paths as P
+from service.zookeeper.store import ZkStore
 
 pytestmark = pytest.mark.integration
 

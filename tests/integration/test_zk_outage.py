@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.workload import skewed_scenario
-from service.zk_launcher import EmbeddedZooKeeper
+from service.broker.workload import skewed_scenario
+from service.zookeeper.launcher import EmbeddedZooKeeper
 from tests.integration.conftest import SERVICE_SESSION_S, Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

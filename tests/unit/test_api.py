@@ -13,8 +13,8 @@ from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput, UnknownBroker, UnknownBundle
 from balancer.models import BundleData, LocalBrokerData, ResourceUsage
 from service.api import create_app
+from service.api.metrics import PrometheusMetrics
 from service.errors import NotLeader
-from service.metrics import PrometheusMetrics
 from service.settings import Settings
 
 NS = "public/default"

@@ -23,7 +23,7 @@ from balancer.models import LoadData
 from balancer.shedding.balanced import BalancedShedder
 from balancer.shedding.base import SheddingResult
 from balancer.sim.engine import PAIRS, Simulation
-from service.scenario_files import load_scenario
+from service.commands.scenario_files import load_scenario
 
 FIXTURE = Path(__file__).parent / "fixtures" / "balanced_decisions.json"
 # (scenario, scale, cycles): small versions that still make the strategy trigger, water-fill,

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from service.cli import build_parser, main
+from service.commands.cli import build_parser, main
 
 
 def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
@@ -26,7 +26,7 @@ def test_every_subcommand_has_help() -> None:
     assert "config" in names
     for name in names:
         res = subprocess.run(
-            [sys.executable, "-m", "service.cli", name, "--help"], capture_output=True, text=True
+            [sys.executable, "-m", "service.commands.cli", name, "--help"], capture_output=True, text=True
         )
         assert res.returncode == 0, (name, res.stderr)
         assert "usage:" in res.stdout

@@ -12,7 +12,7 @@ import pytest
 
 from balancer.errors import InvalidInput
 from balancer.models import BrokerData, LoadData, LocalBrokerData, NamespaceBundleStats, ResourceUsage
-from service.history import HistorySink, partition_of, resolve_filesystem
+from service.longterm.history import HistorySink, partition_of, resolve_filesystem
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from service.host_usage import HostUsage, cgroup_cpu_limit, cgroup_cpu_time_us, physical_nics
+from service.broker.host_usage import HostUsage, cgroup_cpu_limit, cgroup_cpu_time_us, physical_nics
 
 
 def test_cgroup_v2_quota_and_usage(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from prometheus_client.parser import text_string_to_metric_families
 
 from balancer.models import LocalBrokerData, ResourceUsage
-from service.metrics import PULSAR_LB_GAUGES, PrometheusMetrics
+from service.api.metrics import PULSAR_LB_GAUGES, PrometheusMetrics
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 # Pulsar's own names are kept verbatim for dashboard compatibility, camelCase included.

@@ -13,9 +13,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from service.broker.pulsar_source import PulsarBrokerSource, sum_topics_per_bundle
 from service.errors import ExecutorError
-from service.executor import PulsarAdminExecutor
-from service.pulsar_source import PulsarBrokerSource, sum_topics_per_bundle
+from service.leader.executors import PulsarAdminExecutor
 
 
 class Recorder(ThreadingHTTPServer):

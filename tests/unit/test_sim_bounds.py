@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from balancer.sim.bounds import balance_bound
 from balancer.sim.engine import PAIRS, CycleState, simulate
 from balancer.sim.metrics import last_disturbance, quality
-from service.scenario_files import load_scenario
+from service.commands.scenario_files import load_scenario
 
 
 def state(bundles: list[list[float]], caps: list[float] | None = None) -> CycleState:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from balancer.sim.engine import PAIRS, simulate
 from balancer.sim.metrics import Quality, quality
-from service.scenario_files import load_scenario
+from service.commands.scenario_files import load_scenario
 
 OURS, AVG = PAIRS["BalancedShedder"], PAIRS["AvgShedder"]
 

@@ -10,7 +10,7 @@ import balancer.sim.engine as engine
 from balancer.errors import InvalidInput
 from balancer.models import LoadData
 from balancer.sim.engine import PAIRS, Simulation, pair_named, simulate
-from service.scenario_files import load_scenario, scenario_names
+from service.commands.scenario_files import load_scenario, scenario_names
 
 
 def fingerprint(seed: int, label: str = "AvgShedder") -> tuple[object, ...]:
@@ -81,7 +81,7 @@ def test_scale_in_places_every_orphan() -> None:
 def test_simulate_command_writes_quality_json(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from service.cli import main
+    from service.commands.cli import main
 
     out = tmp_path / "q.json"
     rc = main(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from balancer.vectors.runner import run_vector
-from service.cli import main
+from service.commands.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 SHEDDER_DIRS = [

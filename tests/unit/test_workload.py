@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from balancer.errors import InvalidInput
-from service.workload import BundleLoad, Phase, Scenario, skewed_scenario
+from service.broker.workload import BundleLoad, Phase, Scenario, skewed_scenario
 
 NS = "public/default"
 

@@ -1,8 +1,8 @@
-"""The long-term job: ``loadmgr longterm ...`` or ``spark-submit service/longterm_job.py ...``.
+"""The long-term job: ``loadmgr longterm ...`` or ``spark-submit service/longterm/job.py ...``.
 
-Reads a time range of the history (:mod:`service.longterm_input`), computes per-bundle long-term traffic
-and per-broker capacity (:mod:`service.longterm_compute`), writes the results to Parquet and, unless
-``--dry-run``, merges ``longTermData`` into ZooKeeper (:mod:`service.longterm_zk`). Every step logs
+Reads a time range of the history (:mod:`service.longterm.input`), computes per-bundle long-term traffic
+and per-broker capacity (:mod:`service.longterm.compute`), writes the results to Parquet and, unless
+``--dry-run``, merges ``longTermData`` into ZooKeeper (:mod:`service.longterm.merge`). Every step logs
 its counts and time. Exit codes: 0 done, 2 bad arguments, 3 empty or missing history, 4 ZooKeeper.
 """
 
@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from balancer.errors import InvalidInput
 from balancer.longterm import BundleLongTerm, long_term_message_data
 from balancer.models import TimeAverageMessageData
-from service.longterm_compute import compute_bundles, compute_capacity
-from service.longterm_input import VALUES, CycleManifest, EmptyHistory, build_spark, read_range
+from service.longterm.compute import compute_bundles, compute_capacity
+from service.longterm.input import VALUES, CycleManifest, EmptyHistory, build_spark, read_range
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -221,7 +221,7 @@ def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
-    from service.longterm_zk import merge_long_term
+    from service.longterm.merge import merge_long_term
 
     hosts = f"{options.zk}{options.chroot or ''}"
     started = time.monotonic()

@@ -27,7 +27,7 @@ Steps (each logs its counts and time):
   3. window pass for the bundles the closed form cannot serve (usually none);
   4. p95 on request (``percentile_approx`` sketches cost several times the rest, hence opt-in);
   5. broker capacity regression (:func:`compute_capacity`); results to Parquet and the ZooKeeper merge are
-     :mod:`service.longterm_job`'s.
+     :mod:`service.longterm.job`'s.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from balancer.longterm import BundleLongTerm
 from balancer.models import LONG_TERM_SAMPLES, TimeAverageMessageData
-from service.longterm_input import (
+from service.longterm.input import (
     VALUES,
     CycleManifest,
     EmptyHistory,

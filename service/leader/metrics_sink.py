@@ -1,6 +1,6 @@
 """What the load manager reports to (``MetricsSink``) and the sink that reports nowhere.
 
-:class:`service.metrics.PrometheusMetrics` implements the protocol; the runtime and the leader's jobs
+:class:`service.api.metrics.PrometheusMetrics` implements the protocol; the runtime and the leader's jobs
 depend only on it, so tests and embedded uses need no Prometheus registry."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from service.view import ClusterView
+    from service.leader.cluster_view import ClusterView
 
 
 class MetricsSink(Protocol):
-    """What the service reports to; :class:`service.metrics.PrometheusMetrics` implements it."""
+    """What the service reports to; :class:`service.api.metrics.PrometheusMetrics` implements it."""
 
     def cycle_finished(self, seconds: float, moves: int) -> None: ...
     def unloaded(self, reason: str) -> None: ...

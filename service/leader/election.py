@@ -24,9 +24,9 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from service import zkpaths as P
 from service.errors import ServiceError
-from service.store import Versioned, ZkStore, translated
+from service.zookeeper import paths as P
+from service.zookeeper.store import Versioned, ZkStore, translated
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,9 @@ import httpx
 
 from balancer.bundles import bundle_name, split_bundle_name
 from balancer.errors import InvalidInput, UnknownBundle
-from service import zkpaths as P
 from service.errors import ExecutorError, StaleWrite
-from service.store import Assignment, Versioned, ZkStore
+from service.zookeeper import paths as P
+from service.zookeeper.store import Assignment, Versioned, ZkStore
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Everything kazoo raises is translated here: connection problems become
 :class:`~service.errors.StoreUnavailable`, lost races :class:`~service.errors.StaleWrite`.
 A node that does not parse is skipped, logged and counted (``malformed``), never fatal.
-Pulsar's records on top of this live in :mod:`service.store`.
+Pulsar's records on top of this live in :mod:`service.zookeeper.store`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from kazoo.protocol.states import KazooState
 from pydantic import BaseModel, ValidationError
 
 from balancer.errors import InvalidInput
-from service import zkpaths as P
 from service.errors import StaleWrite, StoreUnavailable
+from service.zookeeper import paths as P
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)

@@ -5,7 +5,7 @@ ownership, assignments, stored bundle data and quotas. New brokers are added, de
 (strategies are told the new active set), and, when asked, one ``updateBundleData`` sample is
 taken. Preallocations whose broker died or that the broker now reports are forgotten.
 
-Bundle data is shared with the long-term Spark job (``service.longterm_zk``), which replaces only
+Bundle data is shared with the long-term Spark job (``service.longterm.merge``), which replaces only
 ``longTermData`` of a node. The view remembers, per bundle it holds, the node version it last saw
 when it first met the bundle or last wrote the node itself. A sampling refresh that finds a node at
 another version adopts the node's ``longTermData`` (short-term data and topic count stay the
@@ -25,7 +25,7 @@ from balancer.models import BrokerData, BundleData, LoadData, LocalBrokerData
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.context import PlacementContext
 from balancer.shedding.base import LoadSheddingStrategy
-from service.store import Assignment, Owner, Versioned, ZkStore
+from service.zookeeper.store import Assignment, Owner, Versioned, ZkStore
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal, Self
 
-from service.zk_process import die_with_parent_prefix, four_letter_word, free_port
-from service.zk_runtime import (
+from service.zookeeper.java import (
     JAVA_INSTALL_HINT,
     MIN_JAVA_VERSION,
     ZooKeeperLaunchError,
@@ -33,6 +32,7 @@ from service.zk_runtime import (
     find_zookeeper_jars,
     java_version,
 )
+from service.zookeeper.process import die_with_parent_prefix, four_letter_word, free_port
 
 __all__ = [
     "MIN_JAVA_VERSION",

@@ -1,7 +1,7 @@
 """Pulsar's load-balancing records in ZooKeeper: brokers, bundle data, quotas, layouts, ownership.
 
-The session, JSON nodes, compare-and-set and fencing are :mod:`service.zk_json`'s; this module knows
-Pulsar's paths (:mod:`service.zkpaths`) and the typed records stored under them.
+The session, JSON nodes, compare-and-set and fencing are :mod:`service.zookeeper.nodes`'s; this module knows
+Pulsar's paths (:mod:`service.zookeeper.paths`) and the typed records stored under them.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pydantic import ValidationError
 from balancer.bundles import NamespaceBundles
 from balancer.errors import InvalidInput
 from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAverageBrokerData
-from service import zkpaths as P
 from service.errors import StaleWrite
-from service.zk_json import Fenced, JsonZk, Versioned, json_bytes, translated
+from service.zookeeper import paths as P
+from service.zookeeper.nodes import Fenced, JsonZk, Versioned, json_bytes, translated
 
 __all__ = ["Assignment", "Fenced", "Owner", "Versioned", "ZkStore", "translated"]
 
@@ -43,7 +43,7 @@ class Assignment:
 
 
 class ZkStore(JsonZk):
-    """Pulsar's records on a :class:`~service.zk_json.JsonZk` session (which owns start and stop)."""
+    """Pulsar's records on a :class:`~service.zookeeper.nodes.JsonZk` session (which owns start and stop)."""
 
     # ---- brokers ------------------------------------------------------------------------------
     def register_broker(self, broker_id: str, data: LocalBrokerData) -> None:

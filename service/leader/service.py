@@ -1,7 +1,7 @@
 """``LoadManagerService``: the live load manager one ``loadmgr serve`` process runs.
 
-It campaigns for leadership (:mod:`service.leader`); while it leads, the jobs of
-:mod:`service.leader_schedule` run the leader's work (:mod:`service.leader_jobs`) at Pulsar's intervals:
+It campaigns for leadership (:mod:`service.leader.election`); while it leads, the jobs of
+:mod:`service.leader.schedule` run the leader's work (:mod:`service.leader.jobs`) at Pulsar's intervals:
 shedding, reconcile, bundle-data and split.
 
 Jobs are paused while this instance does not lead and each re-checks leadership before writing.
@@ -30,17 +30,17 @@ from balancer.placement.pipeline import select_broker
 from balancer.placement.registry import create_placement
 from balancer.shedding.base import LoadSheddingStrategy
 from balancer.shedding.registry import create_shedder
-from service import zkpaths as P
 from service.errors import NotLeader, ServiceError, StoreUnavailable
-from service.executor import Executor, ZkExecutor
-from service.leader import LeaderElection
-from service.leader_jobs import LeaderJobs, now_ms
-from service.leader_schedule import LeaderSchedule
-from service.loadview import LoadView
-from service.metrics_sink import MetricsSink, NoMetrics
+from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
+from service.leader.election import LeaderElection
+from service.leader.executors import Executor, ZkExecutor
+from service.leader.jobs import LeaderJobs, now_ms
+from service.leader.load_view import LoadView
+from service.leader.metrics_sink import MetricsSink, NoMetrics
+from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
-from service.store import ZkStore
-from service.view import ClusterView, DecisionLog, DecisionRecord
+from service.zookeeper import paths as P
+from service.zookeeper.store import ZkStore
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from balancer.config import LoadBalancerConfig
-from service.metrics import PrometheusMetrics
+from service.api.metrics import PrometheusMetrics
 from service.settings import Settings
 
 NAMESPACE = "public/default"
@@ -91,8 +91,8 @@ class Demo:
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        from service.runtime import LoadManagerService
-        from service.zk_launcher import EmbeddedZooKeeper
+        from service.leader.service import LoadManagerService
+        from service.zookeeper.launcher import EmbeddedZooKeeper
 
         self._say("starting ZooKeeper ...")
         self._zk = EmbeddedZooKeeper()
@@ -175,9 +175,9 @@ class Demo:
         self.url = f"http://{settings.http_host}:{settings.http_port}"
 
     def _start_agent(self, broker_id: str) -> None:
-        from service.agent import BrokerAgent, SimulatedSource
-        from service.store import ZkStore
-        from service.workload import skewed_scenario
+        from service.broker.agent import BrokerAgent, SimulatedSource
+        from service.broker.workload import skewed_scenario
+        from service.zookeeper.store import ZkStore
 
         scenario = skewed_scenario(
             NAMESPACE, self.opts.bundles, self.opts.seed, msg_rate=self.opts.msg_rate_per_bundle

@@ -29,15 +29,15 @@ from balancer.split.algorithms import (
     split_layout,
 )
 from balancer.split.conditions import find_bundles_to_split
-from service import zkpaths as P
 from service.errors import ServiceError, StaleWrite
-from service.executor import Executor, ZkExecutor
-from service.loadview import LoadView, Snapshot
-from service.store import ZkStore
-from service.view import DecisionLog, DecisionRecord
+from service.leader.cluster_view import DecisionLog, DecisionRecord
+from service.leader.executors import Executor, ZkExecutor
+from service.leader.load_view import LoadView, Snapshot
+from service.zookeeper import paths as P
+from service.zookeeper.store import ZkStore
 
 if TYPE_CHECKING:
-    from service.metrics_sink import MetricsSink
+    from service.leader.metrics_sink import MetricsSink
 
 log = logging.getLogger(__name__)
 TOPIC_FREE_ALGORITHMS = ("range_equally_divide", SPECIFIED_POSITIONS_DIVIDE)

@@ -1,6 +1,6 @@
 """History input of the long-term job: the Spark session, range reads, row validity, the cycles manifest.
 
-The history layout is the sink's (:mod:`service.history`): ``bundles/``, ``brokers/`` and ``cycles/``
+The history layout is the sink's (:mod:`service.longterm.history`): ``bundles/``, ``brokers/`` and ``cycles/``
 datasets partitioned by ``date=`` and ``hour=``. Validity rules mirror :mod:`balancer.longterm`.
 """
 

@@ -26,10 +26,10 @@ from typing import Protocol
 from balancer.config import LoadBalancerConfig
 from balancer.loaddata import need_report_update
 from balancer.models import LocalBrokerData, NamespaceBundleStats, SystemResourceUsage, TimeAverageBrokerData
+from service.broker.host_usage import HostUsage
+from service.broker.workload import Scenario
 from service.errors import ServiceError, StaleWrite
-from service.host_usage import HostUsage
-from service.store import ZkStore
-from service.workload import Scenario
+from service.zookeeper.store import ZkStore
 
 log = logging.getLogger(__name__)
 

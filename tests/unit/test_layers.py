@@ -1,0 +1,89 @@
+"""The import direction of ``service/``: each package imports only from the layers below it (see the
+docstring of :mod:`service`). Every import counts, including ones inside functions and under
+``TYPE_CHECKING``: a lazy import is still a dependency."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "service"
+FOUNDATION = {"errors", "settings"}
+ALLOWED: dict[str, set[str]] = {
+    "commands": {"demo", "api", "leader", "broker", "longterm", "zookeeper"},
+    "demo": {"api", "leader", "broker", "longterm", "zookeeper"},
+    "api": {"leader"},
+    "leader": {"zookeeper"},
+    "broker": {"zookeeper"},
+    "longterm": {"zookeeper"},
+    "zookeeper": set(),
+}
+
+
+def _owner(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("").parts
+    return rel[0]
+
+
+def _service_imports(path: Path) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "service":
+                found += [(node.lineno, a.name) for a in node.names]
+            elif node.module.startswith("service."):
+                found.append((node.lineno, node.module.split(".")[1]))
+        elif isinstance(node, ast.Import):
+            found += [
+                (node.lineno, a.name.split(".")[1]) for a in node.names if a.name.startswith("service.")
+            ]
+    return found
+
+
+def _violations() -> list[str]:
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        owner = _owner(path)
+        if owner in {"__init__", "__main__"}:
+            continue
+        allowed = set() if owner in FOUNDATION else ALLOWED[owner] | FOUNDATION
+        for line, target in _service_imports(path):
+            if target != owner and target not in allowed:
+                bad.append(f"{path.relative_to(ROOT.parent)}:{line}: {owner} imports service.{target}")
+    return bad
+
+
+def test_every_module_belongs_to_a_known_layer() -> None:
+    owners = {_owner(p) for p in ROOT.rglob("*.py")} - {"__init__", "__main__"}
+    assert owners <= set(ALLOWED) | FOUNDATION, owners - set(ALLOWED) - FOUNDATION
+
+
+def test_imports_only_go_down() -> None:
+    assert _violations() == []
+
+
+def test_layers_have_no_cycles() -> None:
+    # The allowed map itself must be a DAG, or "down" would mean nothing.
+    state: dict[str, int] = {}
+
+    def visit(node: str) -> None:
+        assert state.get(node) != 1, f"cycle through {node}"
+        if state.get(node) == 2:
+            return
+        state[node] = 1
+        for nxt in ALLOWED.get(node, set()):
+            visit(nxt)
+        state[node] = 2
+
+    for layer in ALLOWED:
+        visit(layer)
+
+
+def test_the_check_catches_an_upward_import(tmp_path: Path) -> None:
+    # A zookeeper module importing the leader must be reported.
+    probe = ROOT / "zookeeper" / "_layer_probe.py"
+    probe.write_text("from service.leader import jobs\n")
+    try:
+        assert any("_layer_probe" in v for v in _violations())
+    finally:
+        probe.unlink()
