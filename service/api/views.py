@@ -159,3 +159,15 @@ def jsonable(obj: Any) -> Any:
     if hasattr(obj, "model_dump"):
         return jsonable_encoder(obj.model_dump(mode="json"))
     return jsonable_encoder(obj)
+
+
+def move(m: Any) -> dict[str, Any]:
+    """One planned move of a dry run. A cycle's ``Move`` is a slotted class with a lazily built
+    explanation, which no generic encoder can see into, so it is spelled out field by field."""
+    explanation = getattr(m, "explanation", None)
+    return {
+        "bundle": getattr(m, "bundle", None),
+        "source": getattr(m, "source", None),
+        "destination": getattr(m, "destination", None),
+        "explanation": jsonable(explanation) if explanation is not None else {},
+    }

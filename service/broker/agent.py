@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -29,6 +28,8 @@ from balancer.models import LocalBrokerData, NamespaceBundleStats, SystemResourc
 from service.broker.host_usage import HostUsage
 from service.broker.workload import Scenario
 from service.errors import ServiceError, StaleWrite
+from service.zookeeper import paths as P
+from service.zookeeper.nodes import SHUTDOWN_CALL_TIMEOUT_S
 from service.zookeeper.store import ZkStore
 
 log = logging.getLogger(__name__)
@@ -123,11 +124,22 @@ class BrokerAgent:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            # The loop may be blocked in a call to a dead ZooKeeper; it is a daemon and store.stop()
+            # fails that call, so waiting longer than one bounded call would only delay the exit.
+            self._thread.join(timeout=SHUTDOWN_CALL_TIMEOUT_S)
         if release:
+            # One deadline for all the releases: a broker owning hundreds of bundles must not
+            # multiply the timeout, and what is not released goes with the session.
+            deadline = time.monotonic() + SHUTDOWN_CALL_TIMEOUT_S
             for bundle in sorted(self._owned):
-                with contextlib.suppress(Exception):
-                    self.store.release(bundle)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    self.store.release_if_mine(P.ownership_path(bundle), remaining)
+                except ServiceError as e:
+                    log.info("agent %s: other ownership nodes go with the session: %s", self.broker_id, e)
+                    break
             self._owned = frozenset()
 
     def owned(self) -> set[str]:

@@ -15,7 +15,6 @@ leader is a transaction that checks that epoch, so a replaced leader's late writ
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import threading
@@ -26,6 +25,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from service.errors import ServiceError
 from service.zookeeper import paths as P
+from service.zookeeper.nodes import SHUTDOWN_CALL_TIMEOUT_S
 from service.zookeeper.store import Versioned, ZkStore, translated
 
 log = logging.getLogger(__name__)
@@ -73,12 +73,15 @@ class LeaderElection:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            # A step blocked on a dead ZooKeeper is failed by the store's stop(); do not wait for it.
+            self._thread.join(timeout=SHUTDOWN_CALL_TIMEOUT_S)
         if self._leader:
             self._leader = False
             self._fence = None
-            with contextlib.suppress(Exception):
+            try:
                 self._release_node()
+            except Exception as e:  # the node goes with the session; a follower takes over then
+                log.info("%s: leader node left to the session expiry: %s", self.leader_id, e)
             self._on_revoked()
 
     def is_leader(self) -> bool:
@@ -170,8 +173,8 @@ class LeaderElection:
         return stat is not None and stat.ephemeralOwner == self._store.session_id
 
     def _release_node(self) -> None:
-        if self._node_is_mine():
-            self._store.delete(P.LEADER)
+        # Bounded: stop() runs on the way out, when ZooKeeper may already be gone.
+        self._store.release_if_mine(P.LEADER, SHUTDOWN_CALL_TIMEOUT_S)
 
     def _revoke(self) -> None:
         self._leader = False

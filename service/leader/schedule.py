@@ -47,8 +47,11 @@ class LeaderSchedule:
         self._scheduler.start()
 
     def shutdown(self) -> None:
+        # No waiting for a running job: it may be blocked on a dead ZooKeeper, and the store's stop(),
+        # which follows, fails its call. Leader writes are fenced transactions, so a cut job writes
+        # all or nothing.
         with contextlib.suppress(Exception):
-            self._scheduler.shutdown(wait=True)
+            self._scheduler.shutdown(wait=False)
 
     def apply(
         self, config: LoadBalancerConfig, funcs: Mapping[str, Callable[[], Any]], leading: bool

@@ -308,6 +308,11 @@ class EmbeddedZooKeeper:
                 stdout=self._log_file,
                 stderr=subprocess.STDOUT,
                 cwd=tmpdir,
+                # Its own session: a terminal's Ctrl-C signals the whole foreground process group,
+                # and a JVM in it would die before the clients had closed their sessions, leaving
+                # every shutdown call of theirs retrying against a dead server. The JVM still dies
+                # with us, through the parent-death signal or stop().
+                start_new_session=True,
             )
         except OSError as exc:
             self.stop()

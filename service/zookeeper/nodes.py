@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,10 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
 PIPELINE = 512  # reads in flight per batch: enough to hide the round trip, few enough to bound memory
+# Every ZooKeeper call made while shutting down waits at most this long: kazoo queues a request made
+# while disconnected until it reconnects, which against a dead server is for ever. An ephemeral node
+# left behind by a call that gave up goes with the session anyway.
+SHUTDOWN_CALL_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,23 @@ class JsonZk:
             self.client.stop()
         with contextlib.suppress(Exception):
             self.client.close()
+
+    def release_if_mine(self, path: str, timeout_s: float = SHUTDOWN_CALL_TIMEOUT_S) -> bool:
+        """Delete the ephemeral node at ``path`` if this session holds it, waiting at most ``timeout_s``
+        for ZooKeeper (for shutdown paths); StoreUnavailable when it does not answer in time."""
+        if not self.connected:
+            raise StoreUnavailable(f"not connected to ZooKeeper; {path} is left to the session expiry")
+        deadline = time.monotonic() + timeout_s
+        with translated():
+            try:
+                stat = self.client.exists_async(path).get(timeout=timeout_s)
+                if stat is None or stat.ephemeralOwner != self.session_id:
+                    return False
+                remaining = max(deadline - time.monotonic(), 0.05)
+                self.client.delete_async(path, version=stat.version).get(timeout=remaining)
+                return True
+            except (NoNodeError, BadVersionError):
+                return False
 
     def add_state_listener(self, fn: Callable[[str], None]) -> None:
         """``fn`` gets ``"CONNECTED"``, ``"SUSPENDED"`` or ``"LOST"`` on kazoo's thread: it must not block."""

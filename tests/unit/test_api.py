@@ -10,7 +10,9 @@ from fastapi.testclient import TestClient
 
 from balancer.bundles import NamespaceBundles, split_bundle_name
 from balancer.config import LoadBalancerConfig
+from balancer.cycle import Move
 from balancer.errors import InvalidInput, UnknownBroker, UnknownBundle
+from balancer.explain import explain
 from balancer.models import BundleData, LocalBrokerData, ResourceUsage
 from service.api import create_app
 from service.api.metrics import PrometheusMetrics
@@ -93,9 +95,9 @@ class FakeService:
         return {"kind": "split", "bundle": bundle}
 
     def dry_run(self) -> Any:
-        return SimpleNamespace(
-            moves=[{"bundle": self.bundles[0], "source": "b1", "destination": "b2"}], skipped=[]
-        )
+        # The cycle's own slotted Move, which a generic JSON encoder cannot serialise.
+        why = explain("Overloaded", "b1 above the threshold", subject=self.bundles[0], usage=0.93)
+        return SimpleNamespace(moves=[Move(self.bundles[0], "b1", "b2", why)], skipped=[])
 
     def lookup(self, topic: str) -> str:
         return "b1"
@@ -182,7 +184,10 @@ def test_config_put(client: TestClient) -> None:
 def test_dry_run_changes_nothing(client: TestClient, svc: FakeService) -> None:
     before = dict(svc.owners)
     r = client.post("/shedding/dry-run")
-    assert r.status_code == 200 and r.json()["moves"][0]["source"] == "b1" and r.json()["changed"] is False
+    assert r.status_code == 200 and r.json()["changed"] is False
+    move = r.json()["moves"][0]
+    assert (move["bundle"], move["source"], move["destination"]) == (svc.bundles[0], "b1", "b2")
+    assert move["explanation"]["reason"] == "Overloaded" and move["explanation"]["numbers"]["usage"] == 0.93
     assert svc.owners == before
 
 

@@ -23,7 +23,7 @@ def dry_run(service: ServiceDep) -> dict[str, Any]:
     plan = service.dry_run()
     shedding = getattr(plan, "shedding", None)
     return {
-        "moves": [views.jsonable(m) for m in getattr(plan, "moves", [])],
+        "moves": [views.move(m) for m in getattr(plan, "moves", [])],
         "skipped": [views.jsonable(s) for s in getattr(plan, "skipped", [])],
         "shedding": views.jsonable(shedding) if shedding is not None else None,
         "changed": False,

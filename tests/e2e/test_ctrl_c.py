@@ -1,0 +1,96 @@
+"""Ctrl-C in a terminal signals the whole foreground process group, not one PID. `make run` must come
+back within 5 s and leave neither a process (the embedded ZooKeeper JVM included) nor a temp dir."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+PROMPT_BACK_S = 5.0
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that mention ``text`` (the JVM's zoo.cfg lives under it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        cmd = raw.replace(b"\0", b" ").decode(errors="replace")
+        if text in cmd:
+            found.append(f"{entry.name}: {cmd}")
+    return found
+
+
+def _start_demo(tmp: Path) -> subprocess.Popen[str]:
+    # Its own session makes the demo the leader of a process group, as a shell's foreground job is.
+    return subprocess.Popen(
+        [sys.executable, "-m", "service", "demo", "--port", "0", "--brokers", "3", "--bundles", "6"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
+        start_new_session=True,
+    )
+
+
+def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout_s: float) -> str:
+    assert proc.stdout is not None
+    seen = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if needle in line:
+            return "".join(seen)
+    raise AssertionError(f"no {needle!r} within {timeout_s} s:\n{''.join(seen)}")
+
+
+@pytest.mark.parametrize("when", ["running", "moves pending"])
+def test_sigint_to_the_process_group_stops_the_demo_promptly_and_cleanly(tmp_path: Path, when: str) -> None:
+    if shutil.which("java") is None:
+        pytest.skip("the demo needs Java 17+ for its embedded ZooKeeper")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = _start_demo(tmp)
+    try:
+        # "moves pending": the brokers have just joined and the first shedding cycles are moving
+        # bundles, so agents hold ownership nodes and assignments are in flight.
+        needle = "shedding:" if when == "moves pending" else "REST API at"
+        head = _wait_for_line(proc, needle, 90)
+        assert _processes_mentioning(str(tmp)), "the embedded ZooKeeper should be running by now"
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        rest, _ = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out = head + rest
+    assert took < PROMPT_BACK_S, f"prompt back after {took:.1f} s\n{out[-3000:]}"
+    assert proc.returncode == 0, out[-3000:]
+    assert "Traceback" not in out and "Connection refused" not in out, out[-3000:]
+    assert "ZooKeeper are down" in out
+    # The JVM may take a moment to exit after its parent did (it dies by the parent-death signal).
+    deadline = time.monotonic() + 2
+    while _processes_mentioning(str(tmp)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_mentioning(str(tmp))
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)
+    assert list(tmp.iterdir()) == []
