@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from copy import deepcopy
 from dataclasses import dataclass, field
 
 from balancer.bundles import NamespaceBundles
@@ -68,6 +69,17 @@ class LoadView:
         self.last: Snapshot | None = None
         # Bundle-data node version per bundle in ``load.bundle_data``; absent: no node seen.
         self.bundle_data_versions: dict[str, int] = {}
+
+    def shadow(self) -> LoadView:
+        """A detached deep copy to refresh and plan on (a dry run): what happens to it, including
+        long-term data it adopts, is never seen by this view nor reported to ``on_adopt``."""
+        copy = LoadView()
+        copy.load = self.load.model_copy(deep=True)
+        copy.ctx = deepcopy(self.ctx)
+        copy.known_brokers = set(self.known_brokers)
+        copy.bundle_data_versions = dict(self.bundle_data_versions)
+        copy.last = self.last
+        return copy
 
     def expected_version(self, bundle: str) -> int:
         """The version a compare-and-set write of ``bundle``'s node must present (-1: no node)."""

@@ -24,7 +24,6 @@ from balancer.config import LoadBalancerConfig
 from balancer.cycle import CyclePlan, plan_shedding_cycle
 from balancer.errors import UnknownBroker, UnknownBundle
 from balancer.explain import explain
-from balancer.models import LoadData
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.pipeline import select_broker
 from balancer.placement.registry import create_placement
@@ -262,15 +261,17 @@ class LoadManagerService:
         return self._decisions.latest(limit, kind)
 
     def dry_run(self) -> CyclePlan:
-        """What a shedding cycle would do now, on copies: nothing is written, no state changes."""
+        """What a shedding cycle would do now, on copies: nothing is written, no state changes.
+
+        The copies are refreshed from ZooKeeper first, as the cycle itself does: the leader's own
+        view is only as fresh as its last cycle, which can be a whole shedding interval old."""
         with self._lock:
-            if not self.is_leader():
-                self._loadview.refresh(self.store, now_ms(), (self._shedder, self._placement), sample=True)
-            load: LoadData = self._loadview.load.model_copy(deep=True)
-            ctx = copy.deepcopy(self._loadview.ctx)
+            view = self._loadview.shadow()
             shedder, placement = copy.deepcopy((self._shedder, self._placement))
+            now = now_ms()
+            view.refresh(self.store, now, (shedder, placement), sample=True)
             return plan_shedding_cycle(
-                load, self._config, shedder, placement, ctx, now_ms(), random.Random(0)
+                view.load, self._config, shedder, placement, view.ctx, now, random.Random(0)
             )
 
     # ---- mutations (leader only) -------------------------------------------------------------------
