@@ -15,8 +15,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from balancer.models import LocalBrokerData
@@ -49,6 +58,13 @@ BROKER_GAUGES: dict[str, tuple[str, str]] = {
     "loadmgr_broker_topics": ("num_topics", "Topics served by the broker."),
     "loadmgr_broker_bundles": ("num_bundles", "Bundles owned by the broker."),
 }
+
+# Label values created at zero up front: a counter series that does not exist yet makes rate() and
+# increase() return nothing, so a dashboard panel shows "No data" where it should show 0.
+# The kinds the service reports (service.leader.service: the error class, or the lost connection state).
+ZK_ERROR_KINDS = ("StoreUnavailable", "StaleWrite", "suspended", "lost")
+# The reason codes of Pulsar's split conditions (balancer.split.conditions).
+SPLIT_REASONS = ("too_many_topics", "too_many_sessions", "msg_rate_too_high", "throughput_too_high")
 
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -133,6 +149,47 @@ class _BrokerCollector(Collector):
         yield live
 
 
+class _ServiceCollector(Collector):
+    """The ZooKeeper connection and the history sink's losses, read from the service at scrape time."""
+
+    def __init__(self, cluster: str) -> None:
+        self._cluster = cluster
+        self._service: Any = None
+
+    def watch(self, service: Any) -> None:
+        self._service = service
+
+    def describe(self) -> list[Any]:
+        return list(self._families(None))
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        yield from self._families(self._service)
+
+    def _families(self, service: Any) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        c = self._cluster
+        connected = GaugeMetricFamily(
+            "loadmgr_zookeeper_connected",
+            "1 while this instance's ZooKeeper session is connected.",
+            labels=["cluster"],
+        )
+        store = getattr(service, "store", None)
+        connected.add_metric([c], 1.0 if store is not None and getattr(store, "connected", False) else 0.0)
+        yield connected
+        # Zero without a history sink: nothing is lost then, and the alert on losses still evaluates.
+        stats = getattr(getattr(service, "history", None), "stats", None)
+        for name, attr, doc in (
+            (
+                "loadmgr_history_cycles_dropped",
+                "cycles_dropped",
+                "Cycles the history writer dropped (behind).",
+            ),
+            ("loadmgr_history_write_errors", "write_errors", "History files that failed to write."),
+        ):
+            fam = CounterMetricFamily(name, doc, labels=["cluster"])
+            fam.add_metric([c], float(getattr(stats, attr, 0) or 0))
+            yield fam
+
+
 def _normalise_scores(
     scores: Mapping[str, Mapping[str, float]], brokers: set[str]
 ) -> dict[str, dict[str, float]]:
@@ -173,16 +230,22 @@ class PrometheusMetrics:
         r = self.registry
         self._brokers = _BrokerCollector(cluster)
         r.register(self._brokers)
+        # Every series carries ``cluster``, so one Prometheus can watch several clusters and the
+        # dashboard's cluster variable filters every panel.
+        labels = ["cluster"]
         self.cycle_seconds = Histogram(
             "loadmgr_shedding_cycle_duration_seconds",
             "Wall time of one leader shedding cycle.",
+            labels,
             buckets=CYCLE_BUCKETS,
             registry=r,
-        )
-        self.cycles = Counter("loadmgr_shedding_cycles_total", "Leader shedding cycles run.", registry=r)
+        ).labels(cluster)
+        self.cycles = Counter(
+            "loadmgr_shedding_cycles_total", "Leader shedding cycles run.", labels, registry=r
+        ).labels(cluster)
         self.moves = Counter(
-            "loadmgr_shedding_moves_total", "Bundle moves planned by shedding cycles.", registry=r
-        )
+            "loadmgr_shedding_moves_total", "Bundle moves planned by shedding cycles.", labels, registry=r
+        ).labels(cluster)
         self.unloads = Counter(
             "loadmgr_bundles_unloaded_total",
             "Bundles unloaded, by reason code.",
@@ -195,6 +258,8 @@ class PrometheusMetrics:
             ["cluster", "reason"],
             registry=r,
         )
+        for reason in SPLIT_REASONS:
+            self.splits.labels(cluster, reason)
         self.is_leader = Gauge(
             "loadmgr_is_leader", "1 while this instance is the leader.", ["cluster"], registry=r
         )
@@ -202,27 +267,38 @@ class PrometheusMetrics:
         self.leader_transitions = Counter(
             "loadmgr_leader_transitions_total",
             "Times this instance gained or lost leadership.",
+            labels,
             registry=r,
-        )
+        ).labels(cluster)
         self.zk_errors = Counter(
             "loadmgr_zookeeper_errors_total",
             "ZooKeeper errors seen, by kind.",
-            ["kind"],
+            ["cluster", "kind"],
             registry=r,
         )
+        for kind in ZK_ERROR_KINDS:
+            self.zk_errors.labels(cluster, kind)
         self.malformed = Counter(
             "loadmgr_malformed_reports_total",
             "Load reports skipped because they could not be parsed.",
-            ["broker"],
+            ["cluster", "broker"],
             registry=r,
         )
         self.last_cycle = Gauge(
             "loadmgr_last_cycle_timestamp_seconds",
             "When the last shedding cycle finished.",
+            labels,
             registry=r,
-        )
-        self.build_info = Gauge("loadmgr_build_info", "Build metadata.", ["version"], registry=r)
-        self.build_info.labels(version).set(1)
+        ).labels(cluster)
+        self.build_info = Gauge("loadmgr_build_info", "Build metadata.", ["cluster", "version"], registry=r)
+        self.build_info.labels(cluster, version).set(1)
+        self._service = _ServiceCollector(cluster)
+        r.register(self._service)
+        # The process's own health (memory, CPU, open files, GC pauses) next to the service's.
+        if registry is None:
+            ProcessCollector(registry=r)
+            PlatformCollector(registry=r)
+            GCCollector(registry=r)
         self._leader = False
 
     # -- MetricsSink ------------------------------------------------------------------------------
@@ -247,13 +323,19 @@ class PrometheusMetrics:
         self.is_leader.labels(self.cluster).set(1 if is_leader else 0)
 
     def zk_error(self, kind: str) -> None:
-        self.zk_errors.labels(kind or "unknown").inc()
+        self.zk_errors.labels(self.cluster, kind or "unknown").inc()
 
     def malformed_report(self, broker: str) -> None:
-        self.malformed.labels(broker).inc()
+        self.malformed.labels(self.cluster, broker).inc()
+
+    def watch(self, service: Any) -> None:
+        """Export ``service``'s ZooKeeper connection and history sink losses at every scrape."""
+        self._service.watch(service)
 
     def view_updated(self, view: Any, scores: Mapping[str, Mapping[str, float]]) -> None:
         brokers = brokers_of(view)
+        for broker in brokers:  # every live broker's malformed-report count exists, at 0 until one
+            self.malformed.labels(self.cluster, broker)
         self._brokers.set(_Snapshot(brokers, _normalise_scores(scores or {}, set(brokers)), time.time()))
 
     # -- exposition -------------------------------------------------------------------------------

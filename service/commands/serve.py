@@ -68,6 +68,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         history = HistorySink(settings.history_uri)
     service = LoadManagerService(settings, config, metrics=metrics, history=history)
+    metrics.watch(service)
     service.start()
     try:
         app = create_app(service, settings, metrics.registry)

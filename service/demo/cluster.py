@@ -110,6 +110,7 @@ class Demo:
         self.service = LoadManagerService(
             settings, demo_config(self.opts), metrics=self.metrics, seed=self.opts.seed
         )
+        self.metrics.watch(self.service)
         self.service.start()
         if not self.service.wait_until(self.service.is_leader, 20):
             raise RuntimeError("the demo's load manager did not become leader")

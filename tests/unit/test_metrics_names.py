@@ -62,6 +62,8 @@ def test_every_name_is_snake_case_with_one_prefix_and_base_units() -> None:
         if name in PULSAR_NAMES:
             assert name.startswith("pulsar_lb_")
             continue
+        if name.startswith(("process_", "python_")):  # prometheus_client's standard collectors
+            continue
         assert SNAKE.match(name), name
         assert name.startswith("loadmgr_"), name
         assert not name.endswith(BAD_UNIT_SUFFIXES), name
@@ -100,10 +102,11 @@ def test_sink_methods_change_counters_and_departed_brokers_vanish() -> None:
         == 1
     )
     assert reg.get_sample_value("loadmgr_is_leader", {"cluster": "test"}) == 1
-    assert reg.get_sample_value("loadmgr_leader_transitions_total") == 1
-    assert reg.get_sample_value("loadmgr_shedding_cycle_duration_seconds_count") == 1
-    assert reg.get_sample_value("loadmgr_zookeeper_errors_total", {"kind": "ConnectionLoss"}) == 1
-    assert reg.get_sample_value("loadmgr_malformed_reports_total", {"broker": "b3"}) == 1
+    test = {"cluster": "test"}
+    assert reg.get_sample_value("loadmgr_leader_transitions_total", test) == 1
+    assert reg.get_sample_value("loadmgr_shedding_cycle_duration_seconds_count", test) == 1
+    assert reg.get_sample_value("loadmgr_zookeeper_errors_total", {**test, "kind": "ConnectionLoss"}) == 1
+    assert reg.get_sample_value("loadmgr_malformed_reports_total", {**test, "broker": "b3"}) == 1
     assert (
         reg.get_sample_value(
             "loadmgr_broker_score", {"cluster": "test", "broker": "b1", "strategy": "ThresholdShedder"}
@@ -111,7 +114,7 @@ def test_sink_methods_change_counters_and_departed_brokers_vanish() -> None:
         == 0.8
     )
     m.leader_changed(True)  # no transition when nothing changed
-    assert reg.get_sample_value("loadmgr_leader_transitions_total") == 1
+    assert reg.get_sample_value("loadmgr_leader_transitions_total", test) == 1
     m.view_updated(SimpleNamespace(brokers={"b2": _broker(20)}), {})
     labels = {"cluster": "test", "broker": "b1", "metric": "loadBalancing"}
     assert reg.get_sample_value("pulsar_lb_cpu_usage", labels) is None
@@ -127,3 +130,36 @@ def test_scores_keyed_by_strategy_first_are_accepted() -> None:
         )
         == 0.5
     )
+
+
+def test_every_loadmgr_series_carries_the_cluster_label() -> None:
+    for name, fam in _families(_populated()).items():
+        if name.startswith(("process_", "python_")):
+            continue
+        for sample in fam.samples:  # type: ignore[attr-defined]
+            assert sample.labels.get("cluster") == "test", (name, sample)
+
+
+def test_labelled_counters_exist_at_zero_before_their_first_event() -> None:
+    """rate()/increase() of a series that does not exist yet is "No data", not 0."""
+    m = PrometheusMetrics(cluster="c")
+    reg = m.registry
+    assert reg.get_sample_value("loadmgr_zookeeper_errors_total", {"cluster": "c", "kind": "lost"}) == 0
+    split = {"cluster": "c", "reason": "too_many_topics"}
+    assert reg.get_sample_value("loadmgr_bundles_split_total", split) == 0
+    assert reg.get_sample_value("loadmgr_malformed_reports_total", {"cluster": "c", "broker": "b1"}) is None
+    m.view_updated(SimpleNamespace(brokers={"b1": _broker(10)}), {})
+    assert reg.get_sample_value("loadmgr_malformed_reports_total", {"cluster": "c", "broker": "b1"}) == 0
+
+
+def test_process_collectors_and_the_service_watch() -> None:
+    m = PrometheusMetrics(cluster="c")
+    names = set(_families(m))
+    assert "process_resident_memory_bytes" in names and "python_gc_collections" in names
+    c = {"cluster": "c"}
+    assert m.registry.get_sample_value("loadmgr_zookeeper_connected", c) == 0
+    stats = SimpleNamespace(cycles_dropped=3, write_errors=2)
+    m.watch(SimpleNamespace(store=SimpleNamespace(connected=True), history=SimpleNamespace(stats=stats)))
+    assert m.registry.get_sample_value("loadmgr_zookeeper_connected", c) == 1
+    assert m.registry.get_sample_value("loadmgr_history_cycles_dropped_total", c) == 3
+    assert m.registry.get_sample_value("loadmgr_history_write_errors_total", c) == 2
