@@ -21,6 +21,11 @@ from service.errors import ExecutorError, NotLeader, StaleWrite, StoreUnavailabl
 log = logging.getLogger(__name__)
 
 FORWARDED_HEADER = "x-loadmgr-forwarded"
+# A frozen leader (stopped process, stalled host) still completes TCP handshakes from the kernel's
+# backlog and then never answers: without a short bound the caller waits as long as its own client
+# allows. A move or split on a healthy leader answers well within it; a 503 LeaderUnreachable with
+# Retry-After tells the caller to try again once the election has replaced the frozen leader.
+FORWARD_TIMEOUT = httpx.Timeout(5.0, connect=1.0)
 _HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "keep-alive"}
 
 
@@ -41,7 +46,7 @@ async def _forward(request: Request, leader_url: str) -> Response:
     headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
     headers[FORWARDED_HEADER] = "1"
     url = leader_url + request.url.path
-    async with httpx.AsyncClient(timeout=10.0) as client:
+    async with httpx.AsyncClient(timeout=FORWARD_TIMEOUT) as client:
         upstream = await client.request(
             request.method,
             url,

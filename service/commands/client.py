@@ -36,7 +36,12 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_unload)
     p = sub.add_parser("split", parents=[common], help="Split a bundle")
     p.add_argument("bundle")
-    p.add_argument("--algorithm", help="range_equally_divide, topic_count_equally_divide, ...")
+    p.add_argument(
+        "--algorithm",
+        help="range_equally_divide or specified_positions_divide (with --positions); "
+        "topic_count_equally_divide and flow_or_qps_equally_divide need topic names, which only a "
+        "leader splitting through Pulsar's admin API has (default: the leader's configured one)",
+    )
     p.add_argument("--positions", help="Comma-separated hash positions (specified_positions_divide)")
     p.set_defaults(func=_split)
     p = sub.add_parser("dry-run", parents=[common], help="What shedding would move now, changing nothing")
@@ -180,11 +185,17 @@ def _bundles(args: argparse.Namespace) -> int:
     return _run(args, go)
 
 
+def move_text(source: str | None, destination: str | None) -> str:
+    """`` a -> b`` for a move; a side that is absent is named, never printed as Python's None."""
+    if not source and not destination:
+        return ""
+    return f" {source or '(unowned)'} -> {destination or '(placement decides)'}"
+
+
 def _decision_text(d: dict[str, Any]) -> str:
     expl = d.get("explanation") or {}
     why = expl.get("message") or expl.get("reason") or ""
-    src, dst = d.get("source"), d.get("destination")
-    move = f" {src} -> {dst}" if src or dst else ""
+    move = move_text(d.get("source"), d.get("destination"))
     return f"{d.get('kind', 'decision')}: {d.get('bundle', '')}{move}" + (f"  ({why})" if why else "")
 
 

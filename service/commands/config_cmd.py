@@ -1,33 +1,78 @@
-"""``loadmgr config show``: the effective load-balancer config with its defaults."""
+"""``loadmgr config show``: the load-balancer configuration in force, with its defaults.
+
+When a load manager answers at ``--url`` (or ``LOADMGR_URL``), the configuration shown is the one
+its leader runs with, dynamic updates included; only when none answers is it the configuration this
+machine would start with (defaults, ``LOADMGR_*`` environment, ``--broker-conf``). The first line
+says which.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
-from balancer.config import describe
+import httpx
+
+from balancer.config import LoadBalancerConfig, describe
 from service.settings import Settings
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+# Short: `config show` must still answer at once from local settings when nothing is running.
+LEADER_TIMEOUT_S = 2.0
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("config", help="Show the effective load-balancer configuration")
+    p = sub.add_parser("config", help="Show the load-balancer configuration in force")
     csub = p.add_subparsers(dest="config_command", metavar="ACTION")
     csub.required = True
-    show = csub.add_parser("show", help="Print every key, its value, default and whether it is dynamic")
-    show.add_argument("--broker-conf", help="A Pulsar broker.conf to read keys from")
+    show = csub.add_parser(
+        "show",
+        help="Every key, its value, default and whether it is dynamic: the running leader's if one "
+        "answers at --url, else this machine's",
+    )
+    show.add_argument("--url", default=None, help=f"REST base URL (env LOADMGR_URL, default {DEFAULT_URL})")
+    show.add_argument("--local", action="store_true", help="Do not ask a running leader; show local settings")
+    show.add_argument("--broker-conf", help="A Pulsar broker.conf to read keys from (local settings)")
     show.add_argument("--json", action="store_true", help="Print JSON")
     show.set_defaults(func=_show)
 
 
+def leader_config(url: str) -> tuple[LoadBalancerConfig, str] | None:
+    """The leader's configuration and a line naming it, or None when no leader answers."""
+    try:
+        with httpx.Client(base_url=url.rstrip("/"), timeout=LEADER_TIMEOUT_S) as c:
+            leader = c.get("/leader").json()
+            who = leader.get("leader") or {}
+            base = url if leader.get("isLeader") else who.get("serviceUrl")
+            if not base:
+                return None
+            body = c.get(base.rstrip("/") + "/config").json()
+        config = LoadBalancerConfig.from_dict(body["values"])
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+        # Nothing running, or something else answering there: fall back to the local settings.
+        return None
+    return config, f"# configuration of the running leader {who.get('brokerId', '?')} at {base}"
+
+
 def _show(args: argparse.Namespace) -> int:
-    settings = Settings() if args.broker_conf is None else Settings(broker_conf=args.broker_conf)
-    config = settings.load_balancer_config(dict(os.environ))
+    url = args.url or os.environ.get("LOADMGR_URL") or DEFAULT_URL
+    found = None if args.local or args.broker_conf else leader_config(url)
+    if found is not None:
+        config, source = found
+    else:
+        settings = Settings() if args.broker_conf is None else Settings(broker_conf=args.broker_conf)
+        config = settings.load_balancer_config(dict(os.environ))
+        why = "" if args.local or args.broker_conf else f"; no load manager answered at {url}"
+        source = f"# local configuration (defaults, LOADMGR_* environment, --broker-conf){why}"
     rows = describe(config)
     if args.json:
+        print(source, file=sys.stderr)
         print(json.dumps({r["key"]: r["value"] for r in rows}, indent=2))
         return 0
+    print(source)
     width = max(len(r["key"]) for r in rows)
     for r in rows:
         mark = "" if r["value"] == r["default"] else "  (default " + json.dumps(r["default"]) + ")"

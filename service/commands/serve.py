@@ -25,6 +25,12 @@ def register(sub: Any) -> None:
     p.add_argument("--broker-conf", help="A Pulsar broker.conf to read load-balancer keys from")
     p.add_argument("--no-history", action="store_true", help="Do not append Parquet history")
     p.add_argument(
+        "--session-timeout",
+        type=float,
+        help="ZooKeeper session timeout in seconds: how long a dead leader keeps its node before a "
+        "follower takes over (LOADMGR_ZK_SESSION_TIMEOUT_S, default 10)",
+    )
+    p.add_argument(
         "--cluster",
         default=os.environ.get("LOADMGR_CLUSTER", "standalone"),
         help="Value of the `cluster` label on metrics (LOADMGR_CLUSTER)",
@@ -40,6 +46,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         ("port", "http_port"),
         ("token", "api_token"),
         ("broker_conf", "broker_conf"),
+        ("session_timeout", "zk_session_timeout_s"),
     ):
         value = getattr(args, attr, None)
         if value is not None:

@@ -253,7 +253,12 @@ class Demo:
         out = []
         for d in fresh:
             e = d.explanation
-            move = f" {d.source} -> {d.destination}" if d.source or d.destination else ""
+            # A placement has no source, a move left to placement no destination: say so, never "None".
+            move = (
+                f" {d.source or '(unowned)'} -> {d.destination or '(placement decides)'}"
+                if d.source or d.destination
+                else ""
+            )
             out.append(f"{d.kind}: {d.bundle}{move}  [{e.get('reason', '')}] {e.get('message', '')}")
         return out
 

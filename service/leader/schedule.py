@@ -15,6 +15,7 @@ Jobs are paused while this instance does not lead. Intervals are minutes, fracti
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,6 +25,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from balancer.config import LoadBalancerConfig
 
 JOB_NAMES = ("shedding", "reconcile", "bundle-data", "split")
+
+# APScheduler logs two INFO lines per job run ("Running job", "executed successfully"); four jobs
+# every few seconds bury the service's own log. Its warnings (missed runs, job errors) still show.
+logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
 def job_intervals(config: LoadBalancerConfig) -> dict[str, float]:

@@ -34,3 +34,24 @@ def test_client_commands(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     assert main(argv) == 0
     return capsys.readouterr().out
+
+
+def test_config_show_prints_the_running_leaders_config(
+    demo: Demo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's leader sheds every few seconds; this machine's defaults say every minute."""
+    assert main(["config", "show", "--json", "--url", demo.url]) == 0
+    captured = capsys.readouterr()
+    shown = json.loads(captured.out)
+    assert (
+        shown["loadBalancerSheddingIntervalMinutes"]
+        == demo.service.config.loadBalancerSheddingIntervalMinutes
+    )
+    assert shown["loadBalancerSheddingIntervalMinutes"] != 1.0
+    assert "running leader" in captured.err and demo.url in captured.err
+    assert main(["config", "show", "--url", demo.url]) == 0
+    assert capsys.readouterr().out.startswith("# configuration of the running leader")
+    # Nobody at the URL: the local configuration, said so on the first line.
+    assert main(["config", "show", "--url", "http://127.0.0.1:9"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("# local configuration") and "no load manager answered" in first

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,6 +17,7 @@ from balancer.errors import InvalidInput, UnknownBroker, UnknownBundle
 from balancer.explain import explain
 from balancer.models import BundleData, LocalBrokerData, ResourceUsage
 from service.api import create_app
+from service.api.errors import FORWARD_TIMEOUT
 from service.api.metrics import PrometheusMetrics
 from service.errors import NotLeader
 from service.settings import Settings
@@ -197,3 +200,36 @@ def test_mutation_on_a_follower_without_a_known_leader_is_503() -> None:
     assert r.status_code == 200
     r = client.post(f"/bundles/{FakeService().bundles[0]}/unload")
     assert r.status_code == 503 and r.json()["error"] == "NoLeader"
+
+
+class _FrozenLeader:
+    """A listening socket nobody serves: the kernel completes the handshake, no answer ever comes."""
+
+    def __enter__(self) -> str:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+
+def test_forwarding_to_a_frozen_leader_gives_up_quickly_with_503() -> None:
+    class Follower(FakeService):
+        leader_url = ""
+
+        def _require_leader(self) -> None:
+            raise NotLeader(self.leader_url)
+
+    svc = Follower(leader=False)
+    client = TestClient(create_app(svc, Settings()))
+    with _FrozenLeader() as url:
+        svc.leader_url = url
+        started = time.monotonic()
+        r = client.post(f"/bundles/{svc.bundles[0]}/unload")
+        waited = time.monotonic() - started
+    assert r.status_code == 503 and r.json()["error"] == "LeaderUnreachable", r.text
+    assert r.headers["Retry-After"] == "2"
+    # The bound in force, not the 10 s the forward used to wait.
+    assert FORWARD_TIMEOUT.read is not None and waited < FORWARD_TIMEOUT.read + 2 < 10

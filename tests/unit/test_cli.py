@@ -36,11 +36,11 @@ def test_config_show_prints_defaults(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PULSAR_PREFIX_loadBalancerBrokerOverloadedThresholdPercentage", "70")
-    assert main(["config", "show", "--json"]) == 0
+    assert main(["config", "show", "--local", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["loadBalancerBrokerOverloadedThresholdPercentage"] == 70
     assert shown["loadBalancerSheddingGracePeriodMinutes"] == 30
-    assert main(["config", "show"]) == 0
+    assert main(["config", "show", "--local"]) == 0
     text = capsys.readouterr().out
     assert "(default 85)" in text
 
@@ -49,6 +49,6 @@ def test_bad_config_value_is_a_clear_error(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PULSAR_PREFIX_loadBalancerBrokerOverloadedThresholdPercentage", "lots")
-    assert main(["config", "show"]) == 2
+    assert main(["config", "show", "--local"]) == 2
     err = capsys.readouterr().err
     assert "loadBalancerBrokerOverloadedThresholdPercentage" in err and "lots" in err
