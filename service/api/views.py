@@ -18,6 +18,14 @@ from balancer.models import BundleData, LocalBrokerData
 from service.api.metrics import brokers_of
 
 RESOURCES = ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out")
+# The resource names as Pulsar's LocalBrokerData JSON spells them: the REST API is camelCase throughout.
+RESOURCE_KEYS = {
+    "cpu": "cpu",
+    "memory": "memory",
+    "direct_memory": "directMemory",
+    "bandwidth_in": "bandwidthIn",
+    "bandwidth_out": "bandwidthOut",
+}
 
 
 def _mapping(view: Any, *names: str) -> Mapping[str, Any]:
@@ -100,7 +108,7 @@ def strategy_scores(view: Any, config: LoadBalancerConfig) -> dict[str, dict[str
 def broker_summary(broker: str, data: LocalBrokerData, scores: Mapping[str, float]) -> dict[str, Any]:
     return {
         "broker": broker,
-        "usagePercent": {r: round(getattr(data, r).percent_usage(), 3) for r in RESOURCES},
+        "usagePercent": {RESOURCE_KEYS[r]: round(getattr(data, r).percent_usage(), 3) for r in RESOURCES},
         "maxResourceUsage": data.max_resource_usage(),
         "msgRateIn": data.msg_rate_in,
         "msgRateOut": data.msg_rate_out,
@@ -171,3 +179,17 @@ def move(m: Any) -> dict[str, Any]:
         "destination": getattr(m, "destination", None),
         "explanation": jsonable(explanation) if explanation is not None else {},
     }
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def decision(record: Any) -> Any:
+    """A decision record with camelCase field names (``timeMs``), like the rest of the API; the
+    explanation's numbers are passed through as the deciding code named them."""
+    out = jsonable(record)
+    if not isinstance(out, dict):
+        return out
+    return {camel(k): v for k, v in out.items()}

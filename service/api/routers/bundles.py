@@ -54,7 +54,7 @@ def unload_bundle(
 ) -> dict[str, Any]:
     destination = (body.destination_broker if body is not None else None) or destination_broker
     record = service.unload(bundle, destination)
-    return {"decision": views.jsonable(record)}
+    return {"decision": views.decision(record)}
 
 
 @router.post(
@@ -70,7 +70,7 @@ def split_bundle(
 ) -> dict[str, Any]:
     req = body or SplitRequest()
     record = service.split(bundle, req.algorithm, req.positions)
-    return {"decision": views.jsonable(record)}
+    return {"decision": views.decision(record)}
 
 
 @router.get(

@@ -40,4 +40,4 @@ def decisions(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     kind: DecisionKind | None = None,
 ) -> dict[str, Any]:
-    return {"decisions": [views.jsonable(d) for d in service.decisions(limit=limit, kind=kind)]}
+    return {"decisions": [views.decision(d) for d in service.decisions(limit=limit, kind=kind)]}
