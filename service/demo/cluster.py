@@ -3,8 +3,9 @@
 An embedded ZooKeeper, one load-manager leader serving REST and /metrics, and several simulated
 broker agents. Every bundle is first placed on the first broker (the only one alive when the
 namespace is created); then the other brokers join and the leader's shedding cycles, every few
-seconds, move bundles until the brokers' loads are even. The console shows a table of broker loads
-and every decision with its reason.
+seconds, move bundles until the brokers' loads are even. A terminal shows a live view (the broker
+table redrawn in place, the last moves with their reasons, the CPU spread and its sparkline); a log
+file or a pipe gets plain lines: the table every 10 s and every decision with its reason.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -88,6 +90,7 @@ class Demo:
         self._server_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._seen_decision = 0
+        self._say_live: Callable[[str], None] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -263,22 +266,51 @@ class Demo:
         return out
 
     def run(self, duration_s: float | None = None, refresh_s: float | None = None) -> None:
-        """Print the table and each decision until ``duration_s`` elapses or :meth:`stop`/Ctrl-C."""
-        if refresh_s is None:  # a terminal gets a livelier table than a log file
-            refresh_s = 3.0 if self.out.isatty() else 10.0
+        """Watch until ``duration_s`` elapses or :meth:`stop`/Ctrl-C: a live view redrawn in place on a
+        terminal, plain timestamped lines (the table, then each decision) anywhere else."""
         end = None if duration_s is None else time.monotonic() + duration_s
+        if self.out.isatty():
+            self._run_live(end)
+            return
+        refresh_s = 10.0 if refresh_s is None else refresh_s
         next_table = 0.0
         while not self._stop.is_set() and (end is None or time.monotonic() < end):
             for line in self.new_decisions():
                 self._say(line)
-            if self.balanced_after_s is None and self.is_balanced():
-                self.balanced_after_s = time.monotonic() - self.started_at
-                self._say(f"*** balanced after {self.balanced_after_s:.0f} s ***")
+            self._check_balanced()
             if time.monotonic() >= next_table:
                 self._say("\n" + self.table())
                 next_table = time.monotonic() + refresh_s
             self._stop.wait(0.5)
 
+    def _run_live(self, end: float | None) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        from service.demo.live import LiveView
+
+        view = LiveView(self)
+        console = Console(file=self.out)
+        # Messages go above the view through the console: a print to the terminal would tear it.
+        self._say_live = lambda text: view.note(text)
+        try:
+            with Live(view.render(), console=console, refresh_per_second=4, redirect_stderr=False) as live:
+                while not self._stop.is_set() and (end is None or time.monotonic() < end):
+                    view.poll()
+                    self._check_balanced()
+                    live.update(view.render())
+                    self._stop.wait(0.5)
+        finally:
+            self._say_live = None
+
+    def _check_balanced(self) -> None:
+        if self.balanced_after_s is None and self.is_balanced():
+            self.balanced_after_s = time.monotonic() - self.started_at
+            self._say(f"*** balanced after {self.balanced_after_s:.0f} s ***")
+
     def _say(self, text: str) -> None:
+        if self._say_live is not None:
+            self._say_live(text.strip())
+            return
         stamp = time.strftime("%H:%M:%S")
         print(text if text.startswith("\n") else f"{stamp} {text}", file=self.out, flush=True)

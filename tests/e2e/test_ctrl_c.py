@@ -4,6 +4,8 @@ back within 5 s and leave neither a process (the embedded ZooKeeper JVM included
 from __future__ import annotations
 
 import os
+import pty
+import select
 import shutil
 import signal
 import subprocess
@@ -93,4 +95,59 @@ def test_sigint_to_the_process_group_stops_the_demo_promptly_and_cleanly(tmp_pat
     assert not _processes_mentioning(str(tmp))
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)
+    assert list(tmp.iterdir()) == []
+
+
+def _read_pty_until(fd: int, needle: bytes, timeout_s: float) -> bytes:
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and needle not in seen:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            try:
+                seen += os.read(fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+    return seen
+
+
+def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    """On a terminal the demo is a rich Live view; Ctrl-C there is just as prompt and clean."""
+    if shutil.which("java") is None:
+        pytest.skip("the demo needs Java 17+ for its embedded ZooKeeper")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "demo", "--port", "0", "--brokers", "3", "--bundles", "6"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "TMPDIR": str(tmp), "COLUMNS": "120", "LINES": "40", "TERM": "xterm"},
+        start_new_session=True,
+    )
+    os.close(slave)
+    try:
+        # The view is up once it has drawn a move, and drawn it more than once (redrawn in place).
+        head = _read_pty_until(master, b"shedding:", 90)
+        assert b"with reasons" in head and b"shedding:" in head, head[-3000:]
+        head += _read_pty_until(master, b"\x1b[2K", 10)
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)
+        took = time.monotonic() - sent
+        rest = _read_pty_until(master, b"ZooKeeper are down", 5)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        os.close(master)
+    out = (head + rest).decode(errors="replace")
+    assert "\x1b[2K" in out, "the table is not redrawn in place"  # rich Live erases its lines to redraw
+    assert took < PROMPT_BACK_S, f"prompt back after {took:.1f} s"
+    assert proc.returncode == 0 and "Traceback" not in out, out[-3000:]
+    deadline = time.monotonic() + 2
+    while _processes_mentioning(str(tmp)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_mentioning(str(tmp))
     assert list(tmp.iterdir()) == []
