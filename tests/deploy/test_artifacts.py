@@ -115,3 +115,72 @@ def test_helm_values_schema_rejects_bad_values() -> None:
     with pytest.raises(Exception, match=r"(?i)replicaCount|schema|minimum"):
         _render({"replicaCount": 0})
     assert h is not None
+
+
+PRODUCTION_MONITORED = {
+    "replicaCount": 3,
+    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}},
+    "history": {"enabled": True, "persistence": {"enabled": True, "size": "20Gi"}},
+    "podAntiAffinityPreset": "hard",
+}
+
+
+def test_helm_chart_with_service_monitor_and_pvc_lints_and_validates() -> None:
+    """helm lint --strict and kubernetes-validate (strict, 1.30) with the ServiceMonitor and the PVC on."""
+    h = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
+    report = h.lint(str(CHART), PRODUCTION_MONITORED, strict=True)
+    assert not report["errors"], report
+    assert not [m for m in report["messages"] if m["severity"] >= 2], report
+    docs = _render(PRODUCTION_MONITORED)
+    by_kind = {d["kind"]: d for d in docs}
+    assert {"ServiceMonitor", "PersistentVolumeClaim", "Pod"} <= set(by_kind)
+    for doc in docs:
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # a CRD: kubernetes-validate has no schema for it; its shape is checked below
+        kv.validate(doc, "1.30", strict=True)
+    svc, monitor = by_kind["Service"], by_kind["ServiceMonitor"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    port_names = {p["name"] for p in svc["spec"]["ports"]}
+    assert [(e["port"], e["path"]) for e in monitor["spec"]["endpoints"]] == [("http", "/metrics")]
+    assert "http" in port_names and monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    pod = by_kind["Deployment"]["spec"]["template"]["spec"]
+    data = next(v for v in pod["volumes"] if v["name"] == "data")
+    assert data["persistentVolumeClaim"]["claimName"] == by_kind["PersistentVolumeClaim"]["metadata"]["name"]
+    assert by_kind["PersistentVolumeClaim"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["topologyKey"] == "kubernetes.io/hostname"
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    test_pod = by_kind["Pod"]
+    assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+
+
+def test_helm_defaults_keep_replicas_apart_and_history_on_an_empty_dir() -> None:
+    docs = _render({})
+    kinds = {d["kind"] for d in docs}
+    assert not kinds & {"ServiceMonitor", "PodMonitor", "PersistentVolumeClaim"}
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    assert pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert next(v for v in pod["volumes"] if v["name"] == "data") == {"name": "data", "emptyDir": {}}
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"replicaCunt": 2}, "replicaCunt"),
+        ({"metrics": {"serviceMonitor": {"enabled": True, "intervall": "1m"}}}, "intervall"),
+        ({"history": {"persistence": {"enabled": True, "acessModes": ["ReadWriteMany"]}}}, "acessModes"),
+        ({"podAntiAffinityPreset": "always"}, "podAntiAffinityPreset"),
+        (
+            {
+                "replicaCount": 2,
+                "history": {"persistence": {"enabled": True, "accessModes": ["ReadWriteOnce"]}},
+            },
+            "ReadWriteMany",
+        ),
+    ],
+    ids=["unknown-top-key", "unknown-nested-key", "misspelt-persistence-key", "bad-enum", "rwo-shared"],
+)
+def test_helm_rejects_unknown_keys_and_unsafe_values(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        _render(values)
