@@ -1,17 +1,60 @@
 # syntax=docker/dockerfile:1
-# loadmgr: the load-manager service (`loadmgr serve`) and the simulated broker agent (`loadmgr agent`).
-# Java is needed only for the embedded ZooKeeper (`loadmgr demo`/`zookeeper`) and the Spark job.
+# Two images from one file:
+#   default target (server): `loadmgr serve` and the simulated broker agent `loadmgr agent`;
+#     no Java, no Spark; pyarrow only, for the history sink (the `history` extra).
+#   --target spark: the long-term Spark job (`loadmgr longterm ...`) with a Java runtime and pyspark
+#     (the `spark` extra); run it as a CronJob or hand service/longterm/job.py to spark-submit.
+ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+ARG VERSION=0.1.0
+# Where the image's source lives, for org.opencontainers.image.source (set it when publishing).
+ARG SOURCE_URL=""
 
-FROM python:3.11.11-slim-bookworm AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+FROM ${PYTHON_IMAGE} AS source
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY balancer ./balancer
 COPY service ./service
-RUN python -m venv /opt/venv \
-    && /opt/venv/bin/pip install --no-cache-dir .
 
-FROM python:3.11.11-slim-bookworm
+FROM source AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir '.[history]'
+
+FROM source AS build-spark
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/venv \
+    && /opt/venv/bin/pip install --no-cache-dir '.[spark]'
+
+FROM ${PYTHON_IMAGE} AS spark
+ARG VERSION
+ARG SOURCE_URL
+LABEL org.opencontainers.image.title="loadmgr-spark" \
+      org.opencontainers.image.description="loadmgr's long-term Spark job: history to longTermData in ZooKeeper" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.source="${SOURCE_URL}"
+# Spark needs a JVM; Debian bookworm's headless Java 17 runtime is enough for local mode.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless=17.0.* procps=2:4.0.* \
+    && rm -rf /var/lib/apt/lists/*
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PATH=/opt/venv/bin:$PATH \
+    SPARK_LOCAL_IP=127.0.0.1
+RUN groupadd --system --gid 10001 loadmgr \
+    && useradd --system --uid 10001 --gid loadmgr --home-dir /var/lib/loadmgr --create-home loadmgr
+COPY --from=build-spark /opt/venv /opt/venv
+USER 10001
+WORKDIR /var/lib/loadmgr
+ENTRYPOINT ["loadmgr", "longterm"]
+CMD ["--help"]
+
+FROM ${PYTHON_IMAGE} AS server
+ARG VERSION
+ARG SOURCE_URL
+LABEL org.opencontainers.image.title="loadmgr" \
+      org.opencontainers.image.description="Live load manager for Apache-Pulsar-style broker clusters: REST API, Prometheus metrics" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.source="${SOURCE_URL}"
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/venv/bin:$PATH \

@@ -11,6 +11,7 @@ import argparse
 import logging
 import os
 import signal
+import sys
 from typing import Any
 
 from service.settings import Settings
@@ -71,8 +72,17 @@ def _serve(args: argparse.Namespace) -> int:
     metrics = PrometheusMetrics(cluster=args.cluster)
     history = None
     if settings.history_enabled:
-        from service.longterm.history import HistorySink
-
+        try:
+            from service.longterm.history import HistorySink
+        except ImportError as e:
+            # The history extra is optional (the Spark-free server image carries it; a bare pip
+            # install may not): say how to get it or turn history off, never a traceback.
+            print(
+                f"loadmgr: history is enabled but {e.name or 'pyarrow'} is not installed: "
+                "pip install 'loadmgr[history]', or run with --no-history (LOADMGR_HISTORY_ENABLED=false)",
+                file=sys.stderr,
+            )
+            return 2
         history = HistorySink(settings.history_uri)
     service = LoadManagerService(settings, config, metrics=metrics, history=history)
     metrics.watch(service)

@@ -99,7 +99,7 @@ def _pyspark_jars_dir() -> Path:
     except ImportError as exc:
         raise ZooKeeperLaunchError(
             "pyspark is not installed; it ships the ZooKeeper jars the embedded server uses "
-            "(pip install 'pyspark>=3.5')"
+            "(pip install 'loadmgr[spark]', or 'pyspark>=3.5')"
         ) from exc
     return Path(pyspark.__file__).parent / "jars"
 

@@ -1,6 +1,6 @@
 """A real, throw-away ZooKeeper server for tests and the demo, without Docker.
 
-The pyspark wheel (a hard dependency of this project) already ships the ZooKeeper
+The pyspark wheel (the `spark` extra, which `make` installs) already ships the ZooKeeper
 server jars, so all that is needed on top is a Java runtime. The server runs as a
 plain ``java`` child process in standalone mode, on a free loopback port, with its
 data, config and log in a private temporary directory.

@@ -31,6 +31,28 @@ def test_dockerfile_passes_hadolint() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     text = (ROOT / "Dockerfile").read_text()
     assert "USER 10001" in text and "EXPOSE 8080" in text
+    # The default (last) target is the Spark-free server; the Spark job has its own target with Java.
+    stages = [line.split()[-1] for line in text.splitlines() if line.startswith("FROM ")]
+    assert stages[-1] == "server" and "spark" in stages
+    server = text[text.index("AS server") :]
+    spark = text[text.index("AS spark") : text.index("AS server")]
+    assert "[history]" in text and "'.[spark]'" in text and "openjdk" in spark and "openjdk" not in server
+    for stage in (server, spark):
+        for label in ("title", "description", "version", "source"):
+            assert f"org.opencontainers.image.{label}=" in stage, label
+
+
+def test_the_server_needs_neither_spark_nor_pyarrow_unless_history_is_on() -> None:
+    """pyspark and pyarrow are extras: the core dependencies name neither."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = " ".join(project["dependencies"])
+    assert "pyspark" not in core and "pyarrow" not in core
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("pyspark") for d in extras["spark"])
+    assert any(d.startswith("pyarrow") for d in extras["history"])
+    assert ".[dev,spark]" in (ROOT / "Makefile").read_text()  # make test still runs the Spark tiers
 
 
 def test_compose_file_is_valid_and_wires_the_stack() -> None:
@@ -47,6 +69,12 @@ def test_compose_file_is_valid_and_wires_the_stack() -> None:
     assert {"zookeeper", "loadmgr", "prometheus", "grafana"} <= set(services)
     assert sum(1 for s in services.values() if "agent" in (s.get("command") or [])) == 3
     assert services["loadmgr"]["depends_on"]["zookeeper"]["condition"] == "service_healthy"
+    # every long-running service says when it is healthy, so depends_on and `ps` can tell
+    for name, svc in services.items():
+        assert svc.get("healthcheck", {}).get("test"), name
+    for name in ("agent-1", "agent-2", "agent-3"):
+        broker = name.replace("agent", "broker") + ":8080"
+        assert f"/loadbalance/brokers/{broker}" in " ".join(services[name]["healthcheck"]["test"]), name
     for name, svc in services.items():
         assert ":latest" not in svc.get("image", ""), name
         for port in svc.get("ports", []):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import threading
 
 import pytest
@@ -58,3 +59,15 @@ def test_moves_print_without_none(source: str | None, destination: str | None, e
         {"kind": "manual", "bundle": "ns/0x0_0x1", "source": source, "destination": destination}
     )
     assert "None" not in text and text.startswith("manual: ns/0x0_0x1")
+
+
+def test_serve_without_pyarrow_says_how_to_get_history_or_turn_it_off(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server image may lack the history extra: one clear line and exit 2, never a traceback."""
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # makes `import pyarrow` fail
+    monkeypatch.delitem(sys.modules, "service.longterm.history", raising=False)
+    args = _serve_args("--zk", "127.0.0.1:9", "--port", "0")
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "pyarrow" in err and "loadmgr[history]" in err and "--no-history" in err
