@@ -39,7 +39,20 @@ def _processes_mentioning(text: str) -> list[str]:
 def _start_demo(tmp: Path) -> subprocess.Popen[str]:
     # Its own session makes the demo the leader of a process group, as a shell's foreground job is.
     return subprocess.Popen(
-        [sys.executable, "-m", "service", "demo", "--port", "0", "--brokers", "3", "--bundles", "6"],
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "demo",
+            "--port",
+            "0",
+            "--brokers",
+            "3",
+            "--bundles",
+            "6",
+            "--shed-interval",
+            "1",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -119,7 +132,20 @@ def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: P
     tmp.mkdir()
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "demo", "--port", "0", "--brokers", "3", "--bundles", "6"],
+        [
+            sys.executable,
+            "-m",
+            "service",
+            "demo",
+            "--port",
+            "0",
+            "--brokers",
+            "3",
+            "--bundles",
+            "6",
+            "--shed-interval",
+            "1",
+        ],
         stdin=slave,
         stdout=slave,
         stderr=slave,
@@ -151,3 +177,28 @@ def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: P
         time.sleep(0.1)
     assert not _processes_mentioning(str(tmp))
     assert list(tmp.iterdir()) == []
+
+
+def test_the_embedded_zookeeper_dies_with_a_killed_demo(tmp_path: Path) -> None:
+    """Its own session keeps the JVM out of Ctrl-C's reach; the parent-death signal still takes it
+    down when the demo dies without a chance to stop it (kill -9)."""
+    from service.zookeeper.process import die_with_parent_prefix
+
+    if shutil.which("java") is None or not die_with_parent_prefix():
+        pytest.skip("needs Java and util-linux setpriv with --pdeathsig")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = _start_demo(tmp)
+    try:
+        _wait_for_line(proc, "REST API at", 90)
+        assert _processes_mentioning(str(tmp))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while _processes_mentioning(str(tmp)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _processes_mentioning(str(tmp)), "the JVM outlived its parent"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
