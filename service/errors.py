@@ -26,6 +26,10 @@ class StoreUnavailable(ServiceError):
     """ZooKeeper cannot be reached (suspended, lost, or timed out); retry later."""
 
 
+class ZkAccessDenied(StoreUnavailable):
+    """ZooKeeper refused an operation for lack of ACL: wrong credentials or a foreign node."""
+
+
 class StaleWrite(ServiceError):
     """A compare-and-set write lost a race (the node changed, or this instance is no longer leader)."""
 

@@ -16,6 +16,7 @@ from service.broker.agent import BrokerAgent, SimulatedSource, StatsSource
 from service.broker.pulsar_source import PulsarBrokerSource
 from service.broker.workload import Scenario
 from service.settings import Settings
+from service.zookeeper.security import ZkSecurity
 from service.zookeeper.store import ZkStore
 
 
@@ -47,6 +48,7 @@ def build_agent(args: argparse.Namespace, settings: Settings) -> BrokerAgent:
         args.zk or settings.zk_hosts,
         settings.zk_chroot if args.chroot is None else args.chroot,
         args.session_timeout or settings.zk_session_timeout_s,
+        security=ZkSecurity.from_settings(settings),
     )
     store.start()
     source: StatsSource

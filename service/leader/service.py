@@ -40,6 +40,7 @@ from service.leader.metrics_sink import MetricsSink, NoMetrics
 from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
 from service.zookeeper import paths as P
+from service.zookeeper.security import ZkSecurity
 from service.zookeeper.store import ZkStore
 
 log = logging.getLogger(__name__)
@@ -73,8 +74,13 @@ class LoadManagerService:
         self.metrics: MetricsSink = metrics if metrics is not None else NoMetrics()
         self.history = history
         self.instance_id = settings.instance_id or f"{settings.http_host}:{settings.http_port}"
-        self.service_url = f"http://{settings.http_host}:{settings.http_port}"
-        self.store = store or ZkStore(settings.zk_hosts, settings.zk_chroot, settings.zk_session_timeout_s)
+        self.service_url = settings.service_url()
+        self.store = store or ZkStore(
+            settings.zk_hosts,
+            settings.zk_chroot,
+            settings.zk_session_timeout_s,
+            security=ZkSecurity.from_settings(settings),
+        )
         self.store._on_malformed = self._on_malformed
         self._lock = threading.RLock()
         self._shedder, self._placement = make_strategies(config)

@@ -19,8 +19,10 @@ from typing import Any, Generic, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    AuthFailedError,
     BadVersionError,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -31,8 +33,9 @@ from kazoo.protocol.states import KazooState
 from pydantic import BaseModel, ValidationError
 
 from balancer.errors import InvalidInput
-from service.errors import StaleWrite, StoreUnavailable
+from service.errors import StaleWrite, StoreUnavailable, ZkAccessDenied
 from service.zookeeper import paths as P
+from service.zookeeper.security import ZkSecurity
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -55,6 +58,8 @@ def translated() -> Iterator[None]:
         yield
     except BadVersionError as e:
         raise StaleWrite(f"node changed since it was read: {e!r}") from None
+    except NoAuthError:
+        raise ZkAccessDenied("ZooKeeper refused the operation (NoAuth): no ACL grants it") from None
     except (KazooTimeoutError, KazooException) as e:
         if isinstance(e, NoNodeError | NodeExistsError | NotEmptyError):
             raise
@@ -117,12 +122,14 @@ class JsonZk:
         chroot: str = "",
         session_timeout_s: float = 10.0,
         on_malformed: Callable[[str, str], None] | None = None,
+        security: ZkSecurity | None = None,
     ) -> None:
         chroot = chroot.rstrip("/")
         if chroot and not chroot.startswith("/"):
             raise InvalidInput("zk_chroot", chroot, "must start with '/'")
         self.hosts = hosts + chroot
-        self.client = KazooClient(hosts=self.hosts, timeout=session_timeout_s)
+        self.security = security or ZkSecurity()
+        self.client = KazooClient(hosts=self.hosts, timeout=session_timeout_s, **self.security.kazoo_kwargs())
         self.session_timeout_s = session_timeout_s
         self.malformed: Counter[str] = Counter()
         self._on_malformed = on_malformed
@@ -130,14 +137,47 @@ class JsonZk:
 
     # ---- connection -----------------------------------------------------------------------
     def start(self, timeout_s: float = 15.0) -> None:
+        """Connect, create the base paths, and prove this identity may write what loadmgr wrote.
+
+        Raises StoreUnavailable (unreachable, or TLS refused) or ZkAccessDenied (wrong credentials),
+        each one line naming the hosts and the identity, with the session closed again.
+        """
         try:
             self.client.start(timeout=timeout_s)
-        except KazooTimeoutError:
-            self.client.stop()
-            raise StoreUnavailable(f"cannot connect to ZooKeeper at {self.hosts}") from None
-        with translated():
-            for path in P.BASE_PATHS:
-                self.client.ensure_path(path)
+        except (KazooTimeoutError, AuthFailedError, OSError) as e:
+            self.stop()
+            how = "TLS " if self.security.tls else ""
+            raise StoreUnavailable(
+                f"cannot connect to ZooKeeper at {self.hosts} over {how or 'plain '}TCP "
+                f"as {self.security.describe()}: {type(e).__name__}"
+            ) from None
+        try:
+            with translated():
+                for path in P.BASE_PATHS:
+                    self.client.ensure_path(path)
+                self._probe_write()
+        except ZkAccessDenied:
+            self.stop()
+            raise ZkAccessDenied(
+                f"ZooKeeper at {self.hosts} refused writes by {self.security.describe()}: wrong "
+                "zk_auth credentials, or the existing nodes' ACL does not grant this identity"
+            ) from None
+        except BaseException:
+            self.stop()
+            raise
+        if self.security.open:
+            log.warning(
+                "ZooKeeper nodes created by loadmgr are world-writable (%s): anyone who reaches "
+                "ZooKeeper can rewrite them, the leader node included; set LOADMGR_ZK_AUTH",
+                self.security.describe(),
+            )
+
+    def _probe_write(self) -> None:
+        # A wrong digest password is not refused at connect time (it is just another identity), so
+        # create and delete a throw-away ephemeral node where loadmgr's own nodes live.
+        probe = self.client.create(P.join(P.LOADMGR, "auth-probe-"), b"", ephemeral=True, sequence=True)
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(probe)
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
