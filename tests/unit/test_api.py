@@ -58,12 +58,14 @@ class FakeService:
     def ready(self) -> bool:
         return True
 
-    def update_config(self, updates: dict[str, Any]) -> LoadBalancerConfig:
+    def update_config(self, updates: dict[str, Any], principal: str | None = None) -> LoadBalancerConfig:
         self._require_leader()
         self.config = self.config.with_updates(updates, dynamic_only=True)
         return self.config
 
-    def unload(self, bundle: str, destination: str | None = None) -> dict[str, Any]:
+    def unload(
+        self, bundle: str, destination: str | None = None, principal: str | None = None
+    ) -> dict[str, Any]:
         self._require_leader()
         if bundle not in self.owners:
             raise UnknownBundle(bundle)
@@ -72,12 +74,16 @@ class FakeService:
         src = self.owners[bundle]
         dst = destination or ("b2" if src == "b1" else "b1")
         self.owners[bundle] = dst
-        rec = {"kind": "manual", "bundle": bundle, "source": src, "destination": dst}
+        rec = {"kind": "manual", "bundle": bundle, "source": src, "destination": dst, "principal": principal}
         self.log.append(rec)
         return rec
 
     def split(
-        self, bundle: str, algorithm: str | None = None, positions: list[int] | None = None
+        self,
+        bundle: str,
+        algorithm: str | None = None,
+        positions: list[int] | None = None,
+        principal: str | None = None,
     ) -> dict[str, Any]:
         self._require_leader()
         if bundle not in self.owners:
@@ -97,7 +103,7 @@ class FakeService:
             moves=[{"bundle": self.bundles[0], "source": "b1", "destination": "b2"}], skipped=[]
         )
 
-    def lookup(self, topic: str) -> str:
+    def lookup(self, topic: str, assign: bool = True, principal: str | None = None) -> str:
         return "b1"
 
     def decisions(self, limit: int = 100, kind: str | None = None) -> list[dict[str, Any]]:
@@ -111,7 +117,8 @@ def svc() -> FakeService:
 
 @pytest.fixture
 def client(svc: FakeService) -> TestClient:
-    return TestClient(create_app(svc, Settings(api_token="s3cret"), PrometheusMetrics().registry))
+    settings = Settings(api_token="s3cret", api_reads_open=True)
+    return TestClient(create_app(svc, settings, PrometheusMetrics().registry), base_url="http://127.0.0.1")
 
 
 AUTH = {"Authorization": "Bearer s3cret"}
@@ -187,7 +194,7 @@ def test_dry_run_changes_nothing(client: TestClient, svc: FakeService) -> None:
 
 
 def test_mutation_on_a_follower_without_a_known_leader_is_503() -> None:
-    client = TestClient(create_app(FakeService(leader=False), Settings()))
+    client = TestClient(create_app(FakeService(leader=False), Settings()), base_url="http://localhost")
     r = client.post("/shedding/dry-run")
     assert r.status_code == 200
     r = client.post(f"/bundles/{FakeService().bundles[0]}/unload")
