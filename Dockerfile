@@ -12,6 +12,9 @@ RUN python -m venv /opt/venv \
     && /opt/venv/bin/pip install --no-cache-dir .
 
 FROM python:3.11.11-slim-bookworm
+# Listening on 0.0.0.0, `loadmgr serve` refuses to start without an admin token: mount one as a
+# secret file and set LOADMGR_API_TOKEN_FILE (never the token itself in ENV or argv). HTTPS:
+# LOADMGR_HTTP_TLS_CERTFILE/KEYFILE (the HEALTHCHECK below then needs https). See docs/security.md.
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/venv/bin:$PATH \

@@ -32,6 +32,7 @@ class Settings(BaseSettings):
     api_read_token: str | None = Field(None, description="Read-only bearer token (GET routes, dry-run)")
     api_read_token_file: Path | None = Field(None, description="File holding the read-only token")
     api_reads_open: bool = Field(False, description="Serve reads without any token (mutations need admin)")
+    api_metrics_open: bool = Field(True, description="Serve /metrics without a token (Pulsar's default)")
     insecure: bool = Field(False, description="Allow running with no admin token (loopback use only)")
     advertised_url: str = Field("", description="URL followers forward to (default scheme://host:port)")
     leader_urls: str = Field("", description="Comma-separated service URLs a follower may forward to")

@@ -56,6 +56,10 @@ def create_app(service: Any, settings: Settings, registry: CollectorRegistry | N
 
 def _add_metrics(app: FastAPI, registry: CollectorRegistry) -> None:
     # A plain route rather than a mounted ASGI app: a mount answers /metrics with a redirect to /metrics/.
-    @app.get("/metrics", include_in_schema=False, dependencies=[Reader])
+    # Like Pulsar (authenticateMetricsEndpoint=false), /metrics is open unless configured otherwise:
+    # scrapers rarely carry tokens, and the numbers are the same ones the dashboards show.
+    guard = [] if app.state.settings.api_metrics_open else [Reader]
+
+    @app.get("/metrics", include_in_schema=False, dependencies=guard)
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

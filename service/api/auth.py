@@ -3,7 +3,8 @@
 * admin token (``LOADMGR_API_TOKEN`` or ``LOADMGR_API_TOKEN_FILE``): everything, and the only role
   that may change anything: unload, split, PUT /config, and a lookup that has to assign a bundle;
 * read token (``LOADMGR_API_READ_TOKEN[_FILE]``): the GET routes and the dry run (which writes nothing);
-* reads without a token only when ``LOADMGR_API_READS_OPEN=true``; health probes are always open.
+* reads without a token only when ``LOADMGR_API_READS_OPEN=true``; health probes are always open,
+  and so is ``/metrics`` unless ``LOADMGR_API_METRICS_OPEN=false`` (Pulsar's default too).
 
 With no admin token at all the API is open (``anonymous`` acts as admin): ``loadmgr serve`` allows
 that only on a loopback address or with ``--insecure``, and says so loudly.

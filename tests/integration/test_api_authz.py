@@ -77,7 +77,6 @@ def _calls(bundle: str) -> list[tuple[str, str, dict[str, Any]]]:
         ("GET", "/leader", {}),
         ("GET", "/config", {}),
         ("GET", "/decisions", {}),
-        ("GET", "/metrics", {}),
         ("POST", "/shedding/dry-run", {}),
         ("POST", f"/bundles/{bundle}/unload", {"json": {"destinationBroker": "b1:8080"}}),
         ("POST", f"/bundles/{bundle}/split", {"json": {"algorithm": "range_equally_divide"}}),

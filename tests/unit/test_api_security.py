@@ -76,7 +76,9 @@ def test_reads_need_a_token_unless_opened(client: TestClient, svc: OwnedOnlyServ
     assert client.get("/brokers", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert client.get("/brokers", headers=R).status_code == 200
     assert client.get("/brokers", headers=A).status_code == 200
-    assert client.get("/metrics").status_code == 401 and client.get("/metrics", headers=R).status_code == 200
+    assert client.get("/metrics").status_code == 200  # open by default, like Pulsar's
+    closed = _client(svc, api_metrics_open=False)
+    assert closed.get("/metrics").status_code == 401 and closed.get("/metrics", headers=R).status_code == 200
     assert client.get("/healthz").status_code == 200 and client.get("/readyz").status_code == 200
     opened = _client(svc, api_reads_open=True)
     assert opened.get("/brokers").status_code == 200
