@@ -26,11 +26,12 @@ from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAF
 from balancer.errors import ConfigError
 from service.settings import Settings
 
+# in ZooKeeper's own order, so acl_text() reads like zkCli's getAcl
 _PERMS = {
-    "r": Permissions.READ,
-    "w": Permissions.WRITE,
     "c": Permissions.CREATE,
     "d": Permissions.DELETE,
+    "r": Permissions.READ,
+    "w": Permissions.WRITE,
     "a": Permissions.ADMIN,
 }
 
