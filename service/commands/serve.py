@@ -108,8 +108,8 @@ def _serve(args: argparse.Namespace) -> int:
     )
     warning = check_exposure(settings)
     if warning is not None:
+        # printed, not logged: it must show whatever the log level
         print(warning, file=sys.stderr, flush=True)
-        logging.getLogger(__name__).warning(warning)
     config = settings.load_balancer_config(dict(os.environ))
     metrics = PrometheusMetrics(cluster=args.cluster)
     history = None

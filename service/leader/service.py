@@ -387,7 +387,6 @@ class LoadManagerService:
         if not assign:
             raise AdminRequired(f"{bundle} has no owner; assigning it through a lookup needs the admin role")
         self._require_leader()
-        log.info("lookup of %s by %s assigns %s", topic, principal or "an unnamed caller", bundle)
         with self._lock:
             snap = self._loadview.refresh(
                 self.store, now_ms(), (self._shedder, self._placement), sample=False
@@ -396,6 +395,14 @@ class LoadManagerService:
         assigned = self.store.read_assignments().get(bundle)
         if assigned is None:
             raise UnknownBroker(f"no live broker can take {bundle}")
+        # the placement itself is logged by reconcile; this says whose lookup caused it
+        why = explain(
+            "lookup_assigned",
+            f"lookup of {topic} assigned {bundle} to {assigned.value.broker}",
+            subject=bundle,
+            principal=principal,
+        )
+        self._decisions.add(now_ms(), "manual", why, bundle=bundle, destination=assigned.value.broker)
         return assigned.value.broker
 
     def create_namespace(self, namespace: str, num_bundles: int | None = None) -> NamespaceBundles:

@@ -120,6 +120,10 @@ def test_read_and_missing_tokens_change_nothing(leader: LoadManagerService, zk_c
     assert r.status_code == 200 and r.json()["broker"] == "b1:8080", r.text
     assert _snapshot(zk_client) != before
     assert P.assignment_path(r.json()["bundle"]) in _snapshot(zk_client)
+    caused = leader.decisions(kind="manual")[0]
+    assert caused.explanation["reason"] == "lookup_assigned" and (caused.principal or "").startswith(
+        "admin sha256:"
+    )
     r = client.put("/config", json={"loadBalancerSheddingIntervalMinutes": 3}, headers=A)
     assert r.status_code == 200
     assert leader.decisions()[0].principal is not None and leader.decisions()[0].principal.startswith(

@@ -114,8 +114,11 @@ def test_wrong_digest_fails_fast_with_one_line(zk_chroot_hosts: str) -> None:
             session_timeout_s=4.0,
             security=_security("loadmgr:wrong-password"),
         )
+        started = time.monotonic()
         with pytest.raises(ZkAccessDenied) as e:
             intruder.start()
+        # refused by the start-up probe, not after waiting out a session or a connect timeout
+        assert time.monotonic() - started < intruder.session_timeout_s
         message = str(e.value)
         assert "\n" not in message and "'loadmgr'" in message and "wrong-password" not in message
         assert not intruder.connected
