@@ -42,7 +42,10 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(1 << 20, description="Largest request body accepted, bytes")
     allowed_origins: str = Field("", description="Comma-separated extra Origins allowed to mutate")
     allowed_hosts: str = Field("", description="Comma-separated Host names served ('' : any, '*' : any)")
-    zk_auth: str | None = Field(None, description="ZooKeeper digest credentials user:password")
+    zk_auth: str | None = Field(None, description="ZooKeeper credentials user:password")
+    zk_auth_scheme: str = Field(
+        "digest", description="How zk_auth authenticates: digest, or sasl (DIGEST-MD5)"
+    )
     zk_auth_file: Path | None = Field(None, description="File holding the digest user:password")
     zk_acl: str = Field("", description="ACL of created nodes, e.g. 'auth::cdrwa,world:anyone:r'")
     zk_tls: bool = Field(False, description="Connect to ZooKeeper's secureClientPort over TLS")

@@ -29,7 +29,7 @@ from kazoo.exceptions import (
     RolledBackError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState
+from kazoo.protocol.states import KazooState, KeeperState
 from pydantic import BaseModel, ValidationError
 
 from balancer.errors import InvalidInput
@@ -51,6 +51,9 @@ class Versioned(Generic[V]):
     version: int
 
 
+_AUTH_FAILED = "ZooKeeper refused this client's authentication (AUTH_FAILED)"
+
+
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
     """Kazoo exceptions -> service errors; everything else passes through."""
@@ -58,6 +61,8 @@ def translated() -> Iterator[None]:
         yield
     except BadVersionError as e:
         raise StaleWrite(f"node changed since it was read: {e!r}") from None
+    except AuthFailedError:
+        raise ZkAccessDenied(_AUTH_FAILED) from None
     except NoAuthError:
         raise ZkAccessDenied("ZooKeeper refused the operation (NoAuth): no ACL grants it") from None
     except (KazooTimeoutError, KazooException) as e:
@@ -144,7 +149,10 @@ class JsonZk:
         """
         try:
             self.client.start(timeout=timeout_s)
-        except (KazooTimeoutError, AuthFailedError, OSError) as e:
+        except AuthFailedError:
+            self.stop()
+            raise self._login_refused() from None
+        except (KazooTimeoutError, OSError) as e:
             self.stop()
             how = "TLS " if self.security.tls else ""
             raise StoreUnavailable(
@@ -156,8 +164,12 @@ class JsonZk:
                 for path in P.BASE_PATHS:
                     self.client.ensure_path(path)
                 self._probe_write()
-        except ZkAccessDenied:
+        except ZkAccessDenied as e:
+            # kazoo returns from start() even when the server refuses SASL; the first request fails
+            refused_login = str(e) == _AUTH_FAILED or self.client.client_state == KeeperState.AUTH_FAILED
             self.stop()
+            if refused_login:
+                raise self._login_refused() from None
             raise ZkAccessDenied(
                 f"ZooKeeper at {self.hosts} refused writes by {self.security.describe()}: wrong "
                 "zk_auth credentials, or the existing nodes' ACL does not grant this identity"
@@ -171,6 +183,12 @@ class JsonZk:
                 "ZooKeeper can rewrite them, the leader node included; set LOADMGR_ZK_AUTH",
                 self.security.describe(),
             )
+
+    def _login_refused(self) -> ZkAccessDenied:
+        return ZkAccessDenied(
+            f"ZooKeeper at {self.hosts} refused authentication of {self.security.describe()}: "
+            "wrong zk_auth credentials, or the user is not in the server's JAAS Server section"
+        )
 
     def _probe_write(self) -> None:
         # A wrong digest password is not refused at connect time (it is just another identity), so

@@ -10,9 +10,14 @@ loadmgr joins it the same way. Every node it creates gets :attr:`ZkSecurity.acl`
   (e.g. also granting the Pulsar brokers' digest ``cdrwa`` on nodes both sides write);
 * without credentials: ZooKeeper's open ACL, and loadmgr says so loudly at start.
 
+The same ``user:password`` authenticates either with the ``digest`` scheme (ZooKeeper's built-in
+provider; the ACL id is ``digest:user:<hash>``) or through SASL DIGEST-MD5 (the server's JAAS
+``Server`` section lists the users; the ACL id is ``sasl:user``), as kazoo supports both.
+
 ZooKeeper accepts any digest password (a wrong one is just another identity), so a wrong password
 shows only when a write is refused; :meth:`service.zookeeper.nodes.JsonZk.start` therefore probes
-one write under ``/loadmgr`` and fails fast with one line.
+one write under ``/loadmgr`` and fails fast with one line. A wrong SASL password is refused at
+connect time, which ``start`` reports the same way.
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ class ZkSecurity:
     """Credentials, node ACL and TLS of one kazoo session (:meth:`kazoo_kwargs`)."""
 
     digest: str | None = None  # "user:password"
+    scheme: str = "digest"  # or "sasl"
     acl: list[ACL] = field(default_factory=lambda: list(OPEN_ACL_UNSAFE))
     tls: bool = False
     ca: Path | None = None
@@ -83,7 +89,17 @@ class ZkSecurity:
     def from_settings(cls, settings: Settings) -> ZkSecurity:
         digest = settings.zk_credentials()
         if digest is not None and ":" not in digest:
-            raise ConfigError("zk_auth", "<hidden>", "digest credentials are user:password")
+            raise ConfigError("zk_auth", "<hidden>", "credentials are user:password")
+        scheme = settings.zk_auth_scheme.strip().lower()
+        if scheme not in ("digest", "sasl"):
+            raise ConfigError("zk_auth_scheme", settings.zk_auth_scheme, "digest or sasl")
+        if scheme == "sasl":
+            try:
+                import puresasl  # noqa: F401
+            except ImportError:
+                raise ConfigError(
+                    "zk_auth_scheme", "sasl", "kazoo's SASL needs the pure-sasl package"
+                ) from None
         if settings.zk_acl.strip():
             acl = parse_acl(settings.zk_acl)
         elif digest is not None:
@@ -102,6 +118,7 @@ class ZkSecurity:
                 raise ConfigError(name, str(path), "no such file")
         return cls(
             digest=digest,
+            scheme=scheme,
             acl=acl,
             tls=settings.zk_tls,
             ca=settings.zk_tls_ca,
@@ -120,12 +137,16 @@ class ZkSecurity:
         return any(a.id.scheme == "world" and a.perms & Permissions.WRITE for a in self.acl)
 
     def describe(self) -> str:
-        who = f"digest user {self.user!r}" if self.user else "anonymous"
+        how = "SASL DIGEST-MD5" if self.scheme == "sasl" else "digest"
+        who = f"{how} user {self.user!r}" if self.user else "anonymous"
         return f"{who}, ACL {acl_text(self.acl)}, {'TLS' if self.tls else 'plain TCP'}"
 
     def kazoo_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"default_acl": self.acl}
-        if self.digest is not None:
+        if self.digest is not None and self.scheme == "sasl":
+            user, password = self.digest.split(":", 1)
+            kw["sasl_options"] = {"mechanism": "DIGEST-MD5", "username": user, "password": password}
+        elif self.digest is not None:
             kw["auth_data"] = [("digest", self.digest)]
         if self.tls:
             # The server's name is checked against its certificate too, not just the chain: a CA that

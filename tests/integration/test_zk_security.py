@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -20,6 +21,7 @@ from service.errors import ZkAccessDenied
 from service.leader.service import LoadManagerService
 from service.settings import Settings
 from service.zookeeper import paths as P
+from service.zookeeper.launcher import EmbeddedZooKeeper
 from service.zookeeper.security import ZkSecurity
 from service.zookeeper.store import ZkStore
 from tests.integration.conftest import ROOT, fast_config, wait_for
@@ -157,4 +159,51 @@ def test_explicit_acl_list_is_applied(zk_chroot_hosts: str, zk_client: KazooClie
         assert ("world", "anyone", Permissions.READ) in schemes
         assert ("digest", "loadmgr", Permissions.ALL) in schemes  # auth:: became loadmgr's digest id
     finally:
+        store.stop()
+
+
+@pytest.fixture
+def sasl_zk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[EmbeddedZooKeeper]:
+    """A private ZooKeeper with SASL: its JAAS ``Server`` section knows one DIGEST-MD5 user."""
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(
+        "Server {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+        '  user_loadmgr="sasl-secret";\n};\n'
+    )
+    # The JVM reads JAVA_TOOL_OPTIONS by itself, so the launcher needs no SASL option of its own.
+    monkeypatch.setenv(
+        "JAVA_TOOL_OPTIONS",
+        f"-Djava.security.auth.login.config={jaas} "
+        "-Dzookeeper.authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+    )
+    with EmbeddedZooKeeper() as zk:
+        monkeypatch.delenv("JAVA_TOOL_OPTIONS")
+        yield zk
+
+
+def test_sasl_identity_owns_the_nodes_and_a_wrong_password_fails_fast(sasl_zk: EmbeddedZooKeeper) -> None:
+    settings = Settings(zk_auth="loadmgr:sasl-secret", zk_auth_scheme="sasl")
+    store = ZkStore(sasl_zk.hosts, session_timeout_s=4.0, security=ZkSecurity.from_settings(settings))
+    store.start()
+    anonymous = KazooClient(sasl_zk.hosts)
+    anonymous.start(timeout=10)
+    try:
+        store.put_json(P.join(P.LOADMGR, "x"), {"a": 1})
+        acl, _ = anonymous.get_acls(P.join(P.LOADMGR, "x"))
+        assert {(a.id.scheme, a.id.id, a.perms) for a in acl} == {
+            ("sasl", "loadmgr", Permissions.ALL),
+            ("world", "anyone", Permissions.READ),
+        }
+        with pytest.raises(NoAuthError):
+            anonymous.set(P.join(P.LOADMGR, "x"), b"{}")
+        wrong = Settings(zk_auth="loadmgr:wrong", zk_auth_scheme="sasl")
+        intruder = ZkStore(sasl_zk.hosts, session_timeout_s=4.0, security=ZkSecurity.from_settings(wrong))
+        started = time.monotonic()
+        with pytest.raises(
+            ZkAccessDenied, match="refused authentication of SASL DIGEST-MD5 user 'loadmgr'"
+        ) as e:
+            intruder.start()
+        assert time.monotonic() - started < intruder.session_timeout_s and "\n" not in str(e.value)
+    finally:
+        anonymous.stop()
         store.stop()
