@@ -45,7 +45,7 @@ def test_chart_tls_and_zookeeper_auth_are_wired() -> None:
         "zookeeper": {
             "hosts": "zk:2281",
             "acl": "auth::cdrwa,world:anyone:r",
-            "auth": {"secretName": "zk-digest"},
+            "auth": {"secretName": "zk-digest", "scheme": "sasl"},
             "tls": {"enabled": True, "secretName": "zk-ca", "clientCert": True},
         },
     }
@@ -64,6 +64,7 @@ def test_chart_tls_and_zookeeper_auth_are_wired() -> None:
     )
     cm = next(d for d in docs if d["kind"] == "ConfigMap")["data"]
     assert cm["LOADMGR_ZK_TLS"] == "true" and cm["LOADMGR_ZK_ACL"] == "auth::cdrwa,world:anyone:r"
+    assert cm["LOADMGR_ZK_AUTH_SCHEME"] == "sasl"
 
 
 def test_chart_schema_rejects_a_malformed_acl() -> None:

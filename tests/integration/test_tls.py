@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
+from service.commands.cli import main as cli_main
 from service.errors import StoreUnavailable
 from service.leader.service import LoadManagerService
 from service.settings import Settings
@@ -96,6 +97,10 @@ def test_zookeeper_over_tls_and_https_end_to_end(
         httpx.get(https_leader.replace("https://", "http://") + "/healthz", timeout=5)
     with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
         httpx.get(f"{https_leader}/healthz", timeout=5)
+    # the CLI client: token from a file, the test CA with --cacert; without the CA it refuses
+    common = ["--url", https_leader, "--token-file", str(tmp_path / "token")]
+    assert cli_main(["status", *common, "--cacert", str(tls.ca), "--json"]) == 0
+    assert cli_main(["status", *common]) == 1
 
     # a follower, also on ZooKeeper over TLS, forwards an operator's unload to the leader over
     # verified HTTPS (the leader answers 404 for the made-up bundle: it did get the request)
