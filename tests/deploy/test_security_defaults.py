@@ -3,6 +3,8 @@ ZooKeeper credentials as files, TLS wired through when asked for."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +88,31 @@ def test_compose_and_dockerfile_keep_secrets_out_of_the_environment() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "LOADMGR_API_TOKEN=" not in dockerfile and "--token" not in dockerfile
     assert (Path(ROOT) / "deploy" / "secrets" / ".gitignore").read_text().splitlines()[1] == "*"
+
+
+def test_compose_tls_overlay_is_valid_and_serves_https() -> None:
+    from tests.deploy.test_artifacts import _tool
+
+    r = subprocess.run(
+        [
+            _tool("docker-compose"),
+            "-f",
+            "docker-compose.yml",
+            "-f",
+            "deploy/compose-tls.yml",
+            "config",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr
+    merged = json.loads(r.stdout)
+    env = merged["services"]["loadmgr"]["environment"]
+    assert env["LOADMGR_HTTP_TLS_CERTFILE"] == "/run/secrets/loadmgr_tls_cert"
+    assert env["LOADMGR_ADVERTISED_URL"].startswith("https://")
+    assert "https://" in " ".join(merged["services"]["loadmgr"]["healthcheck"]["test"])
+    assert merged["secrets"]["loadmgr_tls_cert"]["file"] == str(ROOT / "deploy" / "secrets" / "tls.crt")
