@@ -33,7 +33,7 @@ class Settings(BaseSettings):
     api_read_token_file: Path | None = Field(None, description="File holding the read-only token")
     api_reads_open: bool = Field(False, description="Serve reads without any token (mutations need admin)")
     api_metrics_open: bool = Field(True, description="Serve /metrics without a token (Pulsar's default)")
-    insecure: bool = Field(False, description="Allow running with no admin token (loopback use only)")
+    insecure: bool = Field(False, description="Allow an open API (no admin token) beyond loopback")
     advertised_url: str = Field("", description="URL followers forward to (default scheme://host:port)")
     leader_urls: str = Field("", description="Comma-separated service URLs a follower may forward to")
     http_tls_certfile: Path | None = Field(None, description="PEM certificate: serve HTTPS")
@@ -41,12 +41,12 @@ class Settings(BaseSettings):
     http_tls_ca: Path | None = Field(None, description="CA that verifies the leader's HTTPS on forward")
     max_request_bytes: int = Field(1 << 20, description="Largest request body accepted, bytes")
     allowed_origins: str = Field("", description="Comma-separated extra Origins allowed to mutate")
-    allowed_hosts: str = Field("", description="Comma-separated Host names served ('' : any, '*' : any)")
+    allowed_hosts: str = Field("", description="Host names served; '': loopback names on loopback, '*': any")
     zk_auth: str | None = Field(None, description="ZooKeeper credentials user:password")
     zk_auth_scheme: str = Field(
         "digest", description="How zk_auth authenticates: digest, or sasl (DIGEST-MD5)"
     )
-    zk_auth_file: Path | None = Field(None, description="File holding the digest user:password")
+    zk_auth_file: Path | None = Field(None, description="File holding zk_auth's user:password")
     zk_acl: str = Field("", description="ACL of created nodes, e.g. 'auth::cdrwa,world:anyone:r'")
     zk_tls: bool = Field(False, description="Connect to ZooKeeper's secureClientPort over TLS")
     zk_tls_ca: Path | None = Field(None, description="CA bundle that verifies ZooKeeper's certificate")
