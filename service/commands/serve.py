@@ -73,14 +73,26 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     return Settings(**overrides)
 
 
+MIN_TOKEN_CHARS = 16
+
+
 def check_exposure(settings: Settings) -> str | None:
     """Refuse (ConfigError) or warn about serving without an admin token; returns the warning."""
     from service.api.guard import is_loopback  # here: FastAPI is slow to import for other commands
 
     if (settings.http_tls_certfile is None) != (settings.http_tls_keyfile is None):
         raise ConfigError("http_tls_keyfile", str(settings.http_tls_keyfile), "HTTPS needs both cert and key")
-    if settings.admin_token() is not None:
-        settings.read_token()  # an unreadable read-token file is an error at start, not per request
+    admin = settings.admin_token()
+    if admin is not None:
+        read = settings.read_token()  # an unreadable read-token file is an error at start, not per request
+        if read is not None and read == admin:
+            # the same secret cannot tell the two roles apart: every reader would be admin
+            raise ConfigError("api_read_token", "<hidden>", "the read token must differ from the admin token")
+        if len(admin) < MIN_TOKEN_CHARS:
+            return (
+                f"WARNING: the admin token has {len(admin)} characters; use at least {MIN_TOKEN_CHARS} "
+                "random ones (e.g. openssl rand -hex 24): it also keys the leader node's signature"
+            )
         return None
     if not is_loopback(settings.http_host) and not settings.insecure:
         raise ConfigError(

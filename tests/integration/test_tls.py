@@ -31,7 +31,7 @@ from tests.integration.tls_files import TlsFiles, make_ca
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "tls-admin-token"
+TOKEN = "tls-admin-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CREDS = "loadmgr:tls-digest"
 

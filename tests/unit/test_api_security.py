@@ -20,7 +20,7 @@ from service.settings import Settings
 from service.zookeeper.security import ZkSecurity, parse_acl
 from tests.unit.test_api import FakeService
 
-ADMIN, READ = "admin-t0ken", "read-t0ken"
+ADMIN, READ = "admin-t0ken-0123456789", "read-t0ken-0123456789"
 A = {"Authorization": f"Bearer {ADMIN}"}
 R = {"Authorization": f"Bearer {READ}"}
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
@@ -178,6 +178,15 @@ def test_serve_refuses_open_non_loopback_and_argv_tokens(tmp_path: Path) -> None
     assert check_exposure(settings_from_args(_args(host="0.0.0.0", token_file=str(tmp_path / "t")))) is None
     with pytest.raises(ConfigError, match="ps"):
         settings_from_args(_args(token="visible-in-ps"))
+    (tmp_path / "r").write_text(ADMIN)
+    with pytest.raises(ConfigError, match="differ"):
+        check_exposure(
+            settings_from_args(_args(token_file=str(tmp_path / "t"), read_token_file=str(tmp_path / "r")))
+        )
+    (tmp_path / "short").write_text("abc")
+    assert "characters" in (
+        check_exposure(settings_from_args(_args(token_file=str(tmp_path / "short")))) or ""
+    )
 
 
 def test_leader_identity_signature_and_allow_list() -> None:
