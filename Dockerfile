@@ -55,6 +55,9 @@ LABEL org.opencontainers.image.title="loadmgr" \
       org.opencontainers.image.description="Live load manager for Apache-Pulsar-style broker clusters: REST API, Prometheus metrics" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.source="${SOURCE_URL}"
+# Listening on 0.0.0.0, `loadmgr serve` refuses to start without an admin token: mount one as a
+# secret file and set LOADMGR_API_TOKEN_FILE (never the token itself in ENV or argv). HTTPS:
+# LOADMGR_HTTP_TLS_CERTFILE/KEYFILE (the HEALTHCHECK below then needs https). See docs/security.md.
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/venv/bin:$PATH \

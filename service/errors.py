@@ -22,8 +22,16 @@ class NotLeader(ServiceError):
         super().__init__((message or "this instance is not the leader") + where)
 
 
+class AdminRequired(ServiceError):
+    """The request would change the cluster (e.g. a lookup that assigns) and the caller is not admin."""
+
+
 class StoreUnavailable(ServiceError):
     """ZooKeeper cannot be reached (suspended, lost, or timed out); retry later."""
+
+
+class ZkAccessDenied(StoreUnavailable):
+    """ZooKeeper refused an operation for lack of ACL: wrong credentials or a foreign node."""
 
 
 class StaleWrite(ServiceError):

@@ -13,6 +13,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from balancer.config import LoadBalancerConfig, env_overrides
+from balancer.errors import ConfigError
 
 
 class Settings(BaseSettings):
@@ -26,12 +27,55 @@ class Settings(BaseSettings):
     instance_id: str = Field("", description="This instance's id (default host:http_port)")
     http_host: str = Field("127.0.0.1", description="REST bind address")
     http_port: int = Field(8080, description="REST port")
-    api_token: str | None = Field(None, description="Bearer token required for mutating REST calls")
+    api_token: str | None = Field(None, description="Admin bearer token: every mutation needs it")
+    api_token_file: Path | None = Field(None, description="File holding the admin token (a mounted secret)")
+    api_read_token: str | None = Field(None, description="Read-only bearer token (GET routes, dry-run)")
+    api_read_token_file: Path | None = Field(None, description="File holding the read-only token")
+    api_reads_open: bool = Field(False, description="Serve reads without any token (mutations need admin)")
+    api_metrics_open: bool = Field(True, description="Serve /metrics without a token (Pulsar's default)")
+    insecure: bool = Field(False, description="Allow an open API (no admin token) beyond loopback")
+    advertised_url: str = Field("", description="URL followers forward to (default scheme://host:port)")
+    leader_urls: str = Field("", description="Comma-separated service URLs a follower may forward to")
+    http_tls_certfile: Path | None = Field(None, description="PEM certificate: serve HTTPS")
+    http_tls_keyfile: Path | None = Field(None, description="PEM private key for http_tls_certfile")
+    http_tls_ca: Path | None = Field(None, description="CA that verifies the leader's HTTPS on forward")
+    max_request_bytes: int = Field(1 << 20, description="Largest request body accepted, bytes")
+    allowed_origins: str = Field("", description="Comma-separated extra Origins allowed to mutate")
+    allowed_hosts: str = Field("", description="Host names served; '': loopback names on loopback, '*': any")
+    zk_auth: str | None = Field(None, description="ZooKeeper credentials user:password")
+    zk_auth_scheme: str = Field(
+        "digest", description="How zk_auth authenticates: digest, or sasl (DIGEST-MD5)"
+    )
+    zk_auth_file: Path | None = Field(None, description="File holding zk_auth's user:password")
+    zk_acl: str = Field("", description="ACL of created nodes, e.g. 'auth::cdrwa,world:anyone:r'")
+    zk_tls: bool = Field(False, description="Connect to ZooKeeper's secureClientPort over TLS")
+    zk_tls_ca: Path | None = Field(None, description="CA bundle that verifies ZooKeeper's certificate")
+    zk_tls_certfile: Path | None = Field(None, description="Client certificate for ZooKeeper mutual TLS")
+    zk_tls_keyfile: Path | None = Field(None, description="Client key for zk_tls_certfile")
+    zk_tls_verify: bool = Field(True, description="Verify ZooKeeper's certificate (keep on)")
     broker_conf: Path | None = Field(None, description="A Pulsar broker.conf to read load-balancer keys from")
     history_uri: str = Field("./var/history", description="Where the leader appends load history (Parquet)")
     history_enabled: bool = Field(True, description="Append history rows each cycle")
     decision_log_size: int = Field(500, description="Decisions kept in memory for GET /decisions")
     log_level: str = Field("INFO", description="Python log level")
+
+    def admin_token(self) -> str | None:
+        """The admin token from ``api_token`` or ``api_token_file`` (ConfigError naming the field)."""
+        return secret(self.api_token, self.api_token_file, "api_token_file")
+
+    def read_token(self) -> str | None:
+        return secret(self.api_read_token, self.api_read_token_file, "api_read_token_file")
+
+    def zk_credentials(self) -> str | None:
+        return secret(self.zk_auth, self.zk_auth_file, "zk_auth_file")
+
+    @property
+    def http_scheme(self) -> str:
+        return "https" if self.http_tls_certfile is not None else "http"
+
+    def service_url(self) -> str:
+        """The URL other instances reach this one at: what the leader node advertises."""
+        return (self.advertised_url or f"{self.http_scheme}://{self.http_host}:{self.http_port}").rstrip("/")
 
     def load_balancer_config(
         self, environ: dict[str, str], extra: dict[str, Any] | None = None
@@ -46,3 +90,19 @@ class Settings(BaseSettings):
         base.update(env_overrides(environ))
         base.update(extra or {})
         return LoadBalancerConfig.from_dict(base)
+
+
+def secret(value: str | None, file: Path | None, field: str) -> str | None:
+    """A secret given inline (env) or as a file; a file wins, so a mounted secret overrides a default.
+
+    Surrounding whitespace is dropped: secret files usually end with a newline.
+    """
+    if file is not None:
+        try:
+            text = file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(field, str(file), f"cannot read the secret file: {e}") from None
+        if not text:
+            raise ConfigError(field, str(file), "the secret file is empty")
+        return text
+    return value.strip() if value and value.strip() else None

@@ -15,13 +15,17 @@ from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from service.api import errors
+from service.api.auth import Authenticator, Reader
+from service.api.guard import install_guard
 from service.api.routers import brokers, bundles, cluster, shedding
 from service.settings import Settings
 
 API_DESCRIPTION = """Live load manager for Apache-Pulsar-style broker clusters.
 
-Reads are served by every instance. Mutations (unload, split, PUT /config) run on the leader: a
-follower forwards them. When `LOADMGR_API_TOKEN` is set, mutations need `Authorization: Bearer <token>`.
+Reads are served by every instance. Mutations (unload, split, PUT /config, and a lookup that has to
+assign a bundle) run on the leader: a follower forwards them, only to a leader whose identity it can
+verify. Mutations need the admin token (`Authorization: Bearer <token>`); reads need the admin or the
+read token unless reads were opened (`LOADMGR_API_READS_OPEN`). `/healthz` and `/readyz` are open.
 """
 
 
@@ -39,9 +43,12 @@ def create_app(service: Any, settings: Settings, registry: CollectorRegistry | N
     )
     app.state.service = service
     app.state.settings = settings
+    app.state.auth = Authenticator(settings)
     errors.install(app)
-    for router in (brokers.router, bundles.router, cluster.router, shedding.router, cluster.health):
-        app.include_router(router)
+    for router in (brokers.router, bundles.router, cluster.router, shedding.router):
+        app.include_router(router, dependencies=[Reader])
+    app.include_router(cluster.health)  # probes carry no token
+    install_guard(app, settings)
     if registry is not None:
         _add_metrics(app, registry)
     return app
@@ -49,6 +56,10 @@ def create_app(service: Any, settings: Settings, registry: CollectorRegistry | N
 
 def _add_metrics(app: FastAPI, registry: CollectorRegistry) -> None:
     # A plain route rather than a mounted ASGI app: a mount answers /metrics with a redirect to /metrics/.
-    @app.get("/metrics", include_in_schema=False)
+    # Like Pulsar (authenticateMetricsEndpoint=false), /metrics is open unless configured otherwise:
+    # scrapers rarely carry tokens, and the numbers are the same ones the dashboards show.
+    guard = [] if app.state.settings.api_metrics_open else [Reader]
+
+    @app.get("/metrics", include_in_schema=False, dependencies=guard)
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,16 +1,15 @@
-"""Dependencies shared by the routers: the running service, the settings, and the mutation token."""
+"""Dependencies shared by the routers: the running service, the settings, and who is asking."""
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Depends, Request
 
+from service.api.auth import Admin, Principal, PrincipalDep, Reader, require_admin
 from service.settings import Settings
 
-_bearer = HTTPBearer(auto_error=False, description="Required for mutations when LOADMGR_API_TOKEN is set")
+__all__ = ["Admin", "Mutation", "Principal", "PrincipalDep", "Reader", "ServiceDep", "SettingsDep"]
 
 
 def get_service(request: Request) -> Any:
@@ -22,23 +21,8 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-def require_token(
-    settings: Annotated[Settings, Depends(get_settings)],
-    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Refuse a mutation without the configured bearer token (none configured: open)."""
-    expected = settings.api_token
-    if not expected:
-        return
-    given = creds.credentials if creds is not None else ""
-    if not hmac.compare_digest(given.encode(), expected.encode()):
-        raise HTTPException(
-            status_code=401,
-            detail={"reason": "missing or wrong bearer token"},
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-
-
 ServiceDep = Annotated[Any, Depends(get_service)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-Mutation = Depends(require_token)
+AdminDep = Annotated[Principal, Depends(require_admin)]
+# every mutating route carries this: the admin role (a read token gets 403, no token 401)
+Mutation = Admin

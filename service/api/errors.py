@@ -1,8 +1,11 @@
 """Exception handlers: domain errors to HTTP status codes, and mutations on a follower sent to the leader.
 
 A mutation that reaches a follower is forwarded to the leader's REST URL (same method, path, query,
-body and Authorization header) so clients need not know who leads; if the leader is unknown or
-unreachable the answer is 503 with what is known about the leader.
+body and Authorization header) so clients need not know who leads; if the leader is unknown,
+unverified or unreachable the answer is 503 with what is known about the leader. The URL comes from
+the service only after :class:`~service.leader.identity.LeaderIdentity` verified the leader node;
+HTTPS certificates are verified (``http_tls_ca``), redirects are not followed and the wait is short,
+so the caller's token goes to the verified leader or nowhere.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from balancer.errors import InvalidInput, UnknownBroker, UnknownBundle
-from service.errors import ExecutorError, NotLeader, StaleWrite, StoreUnavailable
+from service.errors import AdminRequired, ExecutorError, NotLeader, StaleWrite, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +29,9 @@ FORWARDED_HEADER = "x-loadmgr-forwarded"
 # allows. A move or split on a healthy leader answers well within it; a 503 LeaderUnreachable with
 # Retry-After tells the caller to try again once the election has replaced the frozen leader.
 FORWARD_TIMEOUT = httpx.Timeout(5.0, connect=1.0)
-_HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "keep-alive"}
+# Origin and cookies stay behind: this follower already judged the Origin, and the leader is another
+# origin, which would look like a cross-site request there.
+_HOP_HEADERS = {"host", "content-length", "connection", "transfer-encoding", "keep-alive", "origin", "cookie"}
 
 
 def _error(status: int, error: str, detail: Any, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -42,11 +47,13 @@ def leader_url_of(exc: BaseException) -> str | None:
 
 
 async def _forward(request: Request, leader_url: str) -> Response:
+    settings = request.app.state.settings
+    verify: str | bool = str(settings.http_tls_ca) if settings.http_tls_ca is not None else True
     body = await request.body()
     headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
     headers[FORWARDED_HEADER] = "1"
     url = leader_url + request.url.path
-    async with httpx.AsyncClient(timeout=FORWARD_TIMEOUT) as client:
+    async with httpx.AsyncClient(timeout=FORWARD_TIMEOUT, verify=verify, follow_redirects=False) as client:
         upstream = await client.request(
             request.method,
             url,
@@ -88,6 +95,10 @@ def install(app: FastAPI) -> None:
         ]
         return _error(422, "ValidationError", detail)
 
+    @app.exception_handler(AdminRequired)
+    async def _admin_required(_: Request, exc: AdminRequired) -> JSONResponse:
+        return _error(403, "AdminRequired", {"reason": str(exc)})
+
     @app.exception_handler(NotLeader)
     async def _not_leader(request: Request, exc: NotLeader) -> Response:
         url = leader_url_of(exc)
@@ -95,7 +106,7 @@ def install(app: FastAPI) -> None:
             return _error(
                 503,
                 "NoLeader",
-                {"reason": "no leader is known to serve this mutation", "leader": url},
+                {"reason": str(exc) or "no leader is known to serve this mutation", "leader": url},
                 headers={"Retry-After": "2"},
             )
         try:

@@ -15,7 +15,8 @@ from balancer.errors import InvalidInput
 from service.broker.agent import BrokerAgent, SimulatedSource, StatsSource
 from service.broker.pulsar_source import PulsarBrokerSource
 from service.broker.workload import Scenario
-from service.settings import Settings
+from service.settings import Settings, secret
+from service.zookeeper.security import ZkSecurity
 from service.zookeeper.store import ZkStore
 
 
@@ -32,7 +33,17 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--pulsar-url", help="The broker's web service URL (pulsar source); default http://<broker-id>"
     )
-    p.add_argument("--pulsar-token", default=os.environ.get("LOADMGR_PULSAR_TOKEN"), help="Admin API token")
+    p.add_argument(
+        "--pulsar-token",
+        default=os.environ.get("LOADMGR_PULSAR_TOKEN"),
+        help="Pulsar admin API token (prefer LOADMGR_PULSAR_TOKEN or --pulsar-token-file: argv shows in ps)",
+    )
+    p.add_argument(
+        "--pulsar-token-file",
+        type=Path,
+        default=os.environ.get("LOADMGR_PULSAR_TOKEN_FILE"),
+        help="File holding the Pulsar admin API token (LOADMGR_PULSAR_TOKEN_FILE)",
+    )
     p.add_argument(
         "--report-interval", type=float, help="Seconds between report checks (default from config)"
     )
@@ -47,11 +58,13 @@ def build_agent(args: argparse.Namespace, settings: Settings) -> BrokerAgent:
         args.zk or settings.zk_hosts,
         settings.zk_chroot if args.chroot is None else args.chroot,
         args.session_timeout or settings.zk_session_timeout_s,
+        security=ZkSecurity.from_settings(settings),
     )
     store.start()
     source: StatsSource
     if args.source == "pulsar":
-        source = PulsarBrokerSource(args.pulsar_url or f"http://{args.broker_id}", token=args.pulsar_token)
+        token = secret(args.pulsar_token, args.pulsar_token_file, "--pulsar-token-file")
+        source = PulsarBrokerSource(args.pulsar_url or f"http://{args.broker_id}", token=token)
     else:
         if args.workload is not None:
             try:

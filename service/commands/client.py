@@ -8,9 +8,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
+
+from service.settings import secret
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -18,7 +21,15 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 def register(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=None, help=f"REST base URL (env LOADMGR_URL, default {DEFAULT_URL})")
-    common.add_argument("--token", default=None, help="Bearer token for mutations (env LOADMGR_API_TOKEN)")
+    common.add_argument(
+        "--token",
+        default=None,
+        help="Bearer token (prefer env LOADMGR_API_TOKEN or --token-file: argv shows in ps)",
+    )
+    common.add_argument(
+        "--token-file", default=None, help="File holding the token (env LOADMGR_API_TOKEN_FILE)"
+    )
+    common.add_argument("--cacert", default=None, help="CA bundle to verify an HTTPS server (env LOADMGR_CA)")
     common.add_argument("--json", action="store_true", help="Print the JSON answer")
 
     p = sub.add_parser("status", parents=[common], help="Leader, readiness and a broker summary")
@@ -58,9 +69,15 @@ class ApiError(Exception):
 
 def _client(args: argparse.Namespace) -> httpx.Client:
     url = args.url or os.environ.get("LOADMGR_URL") or DEFAULT_URL
-    token = args.token or os.environ.get("LOADMGR_API_TOKEN")
+    token_file = args.token_file or os.environ.get("LOADMGR_API_TOKEN_FILE")
+    token = secret(
+        args.token or os.environ.get("LOADMGR_API_TOKEN"),
+        Path(token_file) if token_file else None,
+        "--token-file",
+    )
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=15.0)
+    cacert = args.cacert or os.environ.get("LOADMGR_CA")
+    return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=15.0, verify=cacert or True)
 
 
 def _call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any:

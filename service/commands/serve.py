@@ -3,6 +3,10 @@
 Every instance serves the API; the runtime decides who leads. On SIGINT/SIGTERM uvicorn stops
 accepting requests and returns; then the runtime resigns (deleting its leader node), closes
 ZooKeeper, and the history writer flushes; the exit code is 0.
+
+Tokens come from the environment or a file, never from argv (which ``ps`` shows to every user).
+Without an admin token the API is open: that is allowed on a loopback address (with a loud
+warning) and anywhere else only with ``--insecure``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import signal
 import sys
 from typing import Any
 
+from balancer.errors import ConfigError
 from service.settings import Settings
 
 
@@ -22,7 +27,16 @@ def register(sub: Any) -> None:
     p.add_argument("--zk", help="ZooKeeper connection string (LOADMGR_ZK_HOSTS)")
     p.add_argument("--host", help="REST bind address (LOADMGR_HTTP_HOST)")
     p.add_argument("--port", type=int, help="REST port (LOADMGR_HTTP_PORT)")
-    p.add_argument("--token", help="Bearer token for mutations (LOADMGR_API_TOKEN)")
+    p.add_argument("--token", help=argparse.SUPPRESS)  # refused with a pointer to the safe ways
+    p.add_argument("--token-file", help="File with the admin token (LOADMGR_API_TOKEN_FILE)")
+    p.add_argument("--read-token-file", help="File with the read-only token (LOADMGR_API_READ_TOKEN_FILE)")
+    p.add_argument("--tls-cert", help="PEM certificate: serve HTTPS (LOADMGR_HTTP_TLS_CERTFILE)")
+    p.add_argument("--tls-key", help="PEM key of --tls-cert (LOADMGR_HTTP_TLS_KEYFILE)")
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="Serve without an admin token on a non-loopback address (LOADMGR_INSECURE); never in production",
+    )
     p.add_argument("--broker-conf", help="A Pulsar broker.conf to read load-balancer keys from")
     p.add_argument("--no-history", action="store_true", help="Do not append Parquet history")
     p.add_argument(
@@ -45,7 +59,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         ("zk", "zk_hosts"),
         ("host", "http_host"),
         ("port", "http_port"),
-        ("token", "api_token"),
+        ("token_file", "api_token_file"),
+        ("read_token_file", "api_read_token_file"),
+        ("tls_cert", "http_tls_certfile"),
+        ("tls_key", "http_tls_keyfile"),
         ("broker_conf", "broker_conf"),
         ("session_timeout", "zk_session_timeout_s"),
     ):
@@ -54,7 +71,47 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             overrides[key] = value
     if getattr(args, "no_history", False):
         overrides["history_enabled"] = False
+    if getattr(args, "insecure", False):
+        overrides["insecure"] = True
+    if getattr(args, "token", None) is not None:
+        raise ConfigError(
+            "--token", "<hidden>", "argv is visible in ps: use LOADMGR_API_TOKEN or --token-file instead"
+        )
     return Settings(**overrides)
+
+
+MIN_TOKEN_CHARS = 16
+
+
+def check_exposure(settings: Settings) -> str | None:
+    """Refuse (ConfigError) or warn about serving without an admin token; returns the warning."""
+    from service.api.guard import is_loopback  # here: FastAPI is slow to import for other commands
+
+    if (settings.http_tls_certfile is None) != (settings.http_tls_keyfile is None):
+        raise ConfigError("http_tls_keyfile", str(settings.http_tls_keyfile), "HTTPS needs both cert and key")
+    admin = settings.admin_token()
+    if admin is not None:
+        read = settings.read_token()  # an unreadable read-token file is an error at start, not per request
+        if read is not None and read == admin:
+            # the same secret cannot tell the two roles apart: every reader would be admin
+            raise ConfigError("api_read_token", "<hidden>", "the read token must differ from the admin token")
+        if len(admin) < MIN_TOKEN_CHARS:
+            return (
+                f"WARNING: the admin token has {len(admin)} characters; use at least {MIN_TOKEN_CHARS} "
+                "random ones (e.g. openssl rand -hex 24): it also keys the leader node's signature"
+            )
+        return None
+    if not is_loopback(settings.http_host) and not settings.insecure:
+        raise ConfigError(
+            "http_host",
+            settings.http_host,
+            "no admin token is configured (LOADMGR_API_TOKEN or LOADMGR_API_TOKEN_FILE): refusing to "
+            "serve an open API beyond loopback; pass --insecure to do it anyway",
+        )
+    return (
+        f"WARNING: no admin token configured: anyone who reaches {settings.service_url()} can unload, "
+        "split and reconfigure. Set LOADMGR_API_TOKEN_FILE (or LOADMGR_API_TOKEN)."
+    )
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -68,6 +125,10 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    warning = check_exposure(settings)
+    if warning is not None:
+        # printed, not logged: it must show whatever the log level
+        print(warning, file=sys.stderr, flush=True)
     config = settings.load_balancer_config(dict(os.environ))
     metrics = PrometheusMetrics(cluster=args.cluster)
     history = None
@@ -97,9 +158,12 @@ def _serve(args: argparse.Namespace) -> int:
                 log_level="warning",
                 lifespan="off",
                 access_log=False,
+                ssl_certfile=settings.http_tls_certfile,
+                ssl_keyfile=settings.http_tls_keyfile,
             )
         )
-        print(f"loadmgr serving http://{settings.http_host}:{settings.http_port} (docs at /docs)", flush=True)
+        where = f"{settings.http_scheme}://{settings.http_host}:{settings.http_port}"
+        print(f"loadmgr serving {where} (docs at /docs)", flush=True)
         # uvicorn handles SIGINT/SIGTERM while serving and then re-raises the signal to the handler it
         # found; a handler that only records it lets the runtime below resign and close cleanly.
         received: list[int] = []

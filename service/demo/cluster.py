@@ -107,6 +107,7 @@ class Demo:
             http_port=port,
             instance_id=f"leader-{port}",
             api_token=self.opts.token,
+            api_reads_open=True,  # the demo shows its state to whoever runs it; mutations keep the token
             history_enabled=False,
             zk_session_timeout_s=6.0,
         )

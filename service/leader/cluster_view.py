@@ -42,6 +42,9 @@ class DecisionRecord(BaseModel):
     source: str | None = None
     destination: str | None = None
     applied: bool = True
+    principal: str | None = Field(
+        None, description="who asked (operator decisions): role and token fingerprint"
+    )
     explanation: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
@@ -55,6 +58,7 @@ class DecisionRecord(BaseModel):
         source: str | None = None,
         destination: str | None = None,
         applied: bool = True,
+        principal: str | None = None,
     ) -> DecisionRecord:
         return cls(
             id=id,
@@ -64,6 +68,7 @@ class DecisionRecord(BaseModel):
             source=source,
             destination=destination,
             applied=applied,
+            principal=principal or explanation.numbers.get("principal"),
             explanation=explanation.model_dump(mode="json"),
         )
 

@@ -9,6 +9,10 @@ and never touches ZooKeeper. The election thread does the work:
 * CONNECTED again: a leader checks that the node is still its own and asks for a full re-read
   (``on_resync``) before it decides again; a non-leader tries to win.
 
+The node carries a signature (:mod:`service.leader.identity`) and, on a secured ZooKeeper, the ACL
+only loadmgr's identity may write; a leader also checks the node's content each step and rewrites
+it if someone changed it, so followers never learn a forged address from its own node.
+
 On winning, the new leader bumps the leader epoch (``/loadmgr/leader-epoch``); every write of the
 leader is a transaction that checks that epoch, so a replaced leader's late write fails.
 """
@@ -24,6 +28,7 @@ from typing import Any
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from service.errors import ServiceError
+from service.leader.identity import LeaderIdentity
 from service.zookeeper import paths as P
 from service.zookeeper.nodes import SHUTDOWN_CALL_TIMEOUT_S
 from service.zookeeper.store import Versioned, ZkStore, translated
@@ -43,6 +48,7 @@ class LeaderElection:
         on_revoked: Callable[[], None],
         on_resync: Callable[[], None] | None = None,
         retry_s: float = 1.0,
+        identity: LeaderIdentity | None = None,
     ) -> None:
         self._store = store
         self.leader_id = leader_id
@@ -51,6 +57,7 @@ class LeaderElection:
         self._on_revoked = on_revoked
         self._on_resync = on_resync
         self._retry_s = retry_s
+        self.identity = identity or LeaderIdentity()
         self._state = "CONNECTED"
         self._lost = False
         self._resync = False
@@ -135,7 +142,9 @@ class LeaderElection:
             if not self._node_is_mine():
                 log.warning("%s: leader node is no longer ours; giving up leadership", self.leader_id)
                 self._revoke()
-            elif self._resync:
+                return
+            self._restore_content()
+            if self._resync:
                 if self._on_resync is not None:
                     self._on_resync()
                 self._resync = False
@@ -143,7 +152,7 @@ class LeaderElection:
         self._campaign()
 
     def _campaign(self) -> None:
-        doc = json.dumps({"brokerId": self.leader_id, "serviceUrl": self.service_url}).encode()
+        doc = self._doc()
         client = self._store.client
         with translated():
             try:
@@ -171,6 +180,26 @@ class LeaderElection:
             except NoNodeError:
                 return False
         return stat is not None and stat.ephemeralOwner == self._store.session_id
+
+    def _doc(self) -> bytes:
+        return json.dumps(self.identity.document(self.leader_id, self.service_url)).encode()
+
+    def _restore_content(self) -> None:
+        # Our session still owns the node, but an open ACL lets anyone rewrite its content (e.g. to
+        # point followers at their own listener): put ours back and say so.
+        with translated():
+            try:
+                raw, _ = self._store.client.get(P.LEADER)
+            except NoNodeError:
+                return
+            if raw != self._doc():
+                log.warning(
+                    "%s: someone rewrote %s to %r; restoring it (secure ZooKeeper with LOADMGR_ZK_AUTH)",
+                    self.leader_id,
+                    P.LEADER,
+                    raw[:200],
+                )
+                self._store.client.set(P.LEADER, self._doc())
 
     def _release_node(self) -> None:
         # Bounded: stop() runs on the way out, when ZooKeeper may already be gone.

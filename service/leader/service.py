@@ -29,16 +29,18 @@ from balancer.placement.pipeline import select_broker
 from balancer.placement.registry import create_placement
 from balancer.shedding.base import LoadSheddingStrategy
 from balancer.shedding.registry import create_shedder
-from service.errors import NotLeader, ServiceError, StoreUnavailable
+from service.errors import AdminRequired, NotLeader, ServiceError, StoreUnavailable
 from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
 from service.leader.election import LeaderElection
 from service.leader.executors import Executor, ZkExecutor
+from service.leader.identity import LeaderIdentity
 from service.leader.jobs import LeaderJobs, now_ms
 from service.leader.load_view import LoadView
 from service.leader.metrics_sink import MetricsSink, NoMetrics
 from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
 from service.zookeeper import paths as P
+from service.zookeeper.security import ZkSecurity
 from service.zookeeper.store import ZkStore
 
 log = logging.getLogger(__name__)
@@ -72,8 +74,13 @@ class LoadManagerService:
         self.metrics: MetricsSink = metrics if metrics is not None else NoMetrics()
         self.history = history
         self.instance_id = settings.instance_id or f"{settings.http_host}:{settings.http_port}"
-        self.service_url = f"http://{settings.http_host}:{settings.http_port}"
-        self.store = store or ZkStore(settings.zk_hosts, settings.zk_chroot, settings.zk_session_timeout_s)
+        self.service_url = settings.service_url()
+        self.store = store or ZkStore(
+            settings.zk_hosts,
+            settings.zk_chroot,
+            settings.zk_session_timeout_s,
+            security=ZkSecurity.from_settings(settings),
+        )
         self.store._on_malformed = self._on_malformed
         self._lock = threading.RLock()
         self._shedder, self._placement = make_strategies(config)
@@ -86,6 +93,7 @@ class LoadManagerService:
             self._on_elected,
             self._on_revoked,
             self._on_resync,
+            identity=LeaderIdentity.of(settings.admin_token(), settings.leader_urls),
         )
         assigner = ZkExecutor(self.store, self.election.fence)
         self.executor: Executor = executor or assigner
@@ -143,7 +151,7 @@ class LoadManagerService:
     def config(self) -> LoadBalancerConfig:
         return self._config
 
-    def update_config(self, updates: Mapping[str, Any]) -> LoadBalancerConfig:
+    def update_config(self, updates: Mapping[str, Any], principal: str | None = None) -> LoadBalancerConfig:
         """Apply dynamic keys (ConfigError for unknown or static ones); strategies and jobs follow."""
         with self._lock:
             old = self._config
@@ -156,6 +164,12 @@ class LoadManagerService:
             self._config = new
             if self._started:
                 self._schedule_jobs()
+            why = explain(
+                "config_update",
+                f"dynamic configuration changed: {', '.join(sorted(updates))}",
+                principal=principal,
+            )
+            self._decisions.add(now_ms(), "manual", why, principal=principal)
         return new
 
     # ---- scheduling --------------------------------------------------------------------------------
@@ -278,12 +292,18 @@ class LoadManagerService:
     def _require_leader(self) -> None:
         if not self.is_leader():
             info = self.leader_info()
-            url = info.get("serviceUrl") if info else None
             if info is not None and info.get("brokerId") == self.instance_id:
-                url = None  # our own stale node: no one else to send the caller to
+                raise NotLeader(None)  # our own stale node: no one else to send the caller to
+            # Only a verified leader is offered to the REST layer, which forwards the caller's token.
+            url, why = self.election.identity.verify(info)
+            if url is None and info is not None:
+                log.warning("not forwarding to the leader node's address: %s (node: %r)", why, info)
+                raise NotLeader(None, f"this instance is not the leader and will not forward: {why}")
             raise NotLeader(url)
 
-    def unload(self, bundle: str, destination: str | None = None) -> DecisionRecord:
+    def unload(
+        self, bundle: str, destination: str | None = None, principal: str | None = None
+    ) -> DecisionRecord:
         """Move ``bundle`` to ``destination`` (a live broker), or wherever placement puts it."""
         self._require_leader()
         with self._lock:
@@ -315,14 +335,21 @@ class LoadManagerService:
                 source=source,
                 destination=destination,
                 placement=placed.explanation.reason if placed else None,
+                principal=principal,
             )
             self.executor.unload(bundle, source, destination, why.reason)
             self._loadview.load.recently_unloaded_bundles[bundle] = now
             self.metrics.unloaded(why.reason)
-            return self.jobs._record("manual", why, bundle=bundle, source=source, destination=destination)
+            return self.jobs._record(
+                "manual", why, bundle=bundle, source=source, destination=destination, principal=principal
+            )
 
     def split(
-        self, bundle: str, algorithm: str | None = None, positions: Sequence[int] | None = None
+        self,
+        bundle: str,
+        algorithm: str | None = None,
+        positions: Sequence[int] | None = None,
+        principal: str | None = None,
     ) -> DecisionRecord:
         """Split ``bundle`` with Pulsar's ``algorithm`` (default: the configured one)."""
         self._require_leader()
@@ -332,11 +359,21 @@ class LoadManagerService:
             snap = self._loadview.refresh(
                 self.store, now_ms(), (self._shedder, self._placement), sample=False
             )
-            why = explain("manual_split", f"operator split of {bundle}", subject=bundle, algorithm=algorithm)
+            why = explain(
+                "manual_split",
+                f"operator split of {bundle}",
+                subject=bundle,
+                algorithm=algorithm,
+                principal=principal,
+            )
             return self.jobs.split(bundle, algorithm, positions, self._config, snap, why)
 
-    def lookup(self, topic: str) -> str:
-        """The broker serving ``topic``'s bundle; an unowned bundle is assigned through placement first."""
+    def lookup(self, topic: str, assign: bool = True, principal: str | None = None) -> str:
+        """The broker serving ``topic``'s bundle; an unowned bundle is assigned through placement first.
+
+        ``assign=False`` (a caller without the admin role) answers owned bundles only: assigning
+        writes, so it raises AdminRequired instead.
+        """
         ns = topic_namespace(topic)
         got = self.store.read_layout(ns)
         if got is None:
@@ -348,6 +385,8 @@ class LoadManagerService:
         assigned = self.store.read_assignments().get(bundle)
         if assigned is not None and assigned.value.broker in self.store.broker_ids():
             return assigned.value.broker
+        if not assign:
+            raise AdminRequired(f"{bundle} has no owner; assigning it through a lookup needs the admin role")
         self._require_leader()
         with self._lock:
             snap = self._loadview.refresh(
@@ -357,6 +396,14 @@ class LoadManagerService:
         assigned = self.store.read_assignments().get(bundle)
         if assigned is None:
             raise UnknownBroker(f"no live broker can take {bundle}")
+        # the placement itself is logged by reconcile; this says whose lookup caused it
+        why = explain(
+            "lookup_assigned",
+            f"lookup of {topic} assigned {bundle} to {assigned.value.broker}",
+            subject=bundle,
+            principal=principal,
+        )
+        self._decisions.add(now_ms(), "manual", why, bundle=bundle, destination=assigned.value.broker)
         return assigned.value.broker
 
     def create_namespace(self, namespace: str, num_bundles: int | None = None) -> NamespaceBundles:

@@ -222,10 +222,19 @@ def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
     from kazoo.handlers.threading import KazooTimeoutError
 
     from service.longterm.merge import merge_long_term
+    from service.settings import Settings
+    from service.zookeeper.security import ZkSecurity
 
     hosts = f"{options.zk}{options.chroot or ''}"
     started = time.monotonic()
-    client = KazooClient(hosts=hosts, timeout=15.0)
+    # The leader created the bundle-data nodes with loadmgr's identity (LOADMGR_ZK_AUTH[_FILE]):
+    # the job needs the same one, and the same TLS settings, to update them.
+    try:
+        security = ZkSecurity.from_settings(Settings())
+    except InvalidInput as e:
+        print(f"loadmgr longterm: {e}", file=sys.stderr)
+        return EXIT_BAD_ARGS
+    client = KazooClient(hosts=hosts, timeout=15.0, **security.kazoo_kwargs())
     try:
         client.start(timeout=15.0)
     except KazooTimeoutError:

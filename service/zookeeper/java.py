@@ -139,3 +139,17 @@ def find_zookeeper_jars(jars_dir: Path | None = None, *, all_jars: bool = False)
         log.warning("pyspark jars lack %s; using the full pyspark classpath for ZooKeeper", missing_required)
         return jars
     return [by_base[name] for name in (*_REQUIRED_JARS, *_LOGGING_JARS) if name in by_base]
+
+
+def find_netty_jars(jars_dir: Path | None = None) -> list[Path]:
+    """The Netty jars of the pyspark wheel: ZooKeeper's TLS port needs NettyServerCnxnFactory.
+
+    The tcnative (BoringSSL) jars are left out: ZooKeeper uses the JDK's TLS provider by default.
+    """
+    jars_dir = jars_dir if jars_dir is not None else _pyspark_jars_dir()
+    jars = [j for j in sorted(jars_dir.glob("netty-*.jar")) if "tcnative" not in j.name]
+    if not any(_jar_base_name(j) == "netty-handler" for j in jars):
+        raise ZooKeeperLaunchError(
+            f"no netty-handler-*.jar in {jars_dir}: the embedded ZooKeeper cannot serve TLS"
+        )
+    return jars

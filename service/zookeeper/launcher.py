@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal, Self
@@ -29,6 +30,7 @@ from service.zookeeper.java import (
     ZooKeeperLaunchError,
     cached_java_version,
     find_java,
+    find_netty_jars,
     find_zookeeper_jars,
     java_version,
 )
@@ -37,6 +39,7 @@ from service.zookeeper.process import die_with_parent_prefix, four_letter_word, 
 __all__ = [
     "MIN_JAVA_VERSION",
     "EmbeddedZooKeeper",
+    "ServerTls",
     "ZooKeeperLaunchError",
     "find_java",
     "find_zookeeper_jars",
@@ -55,6 +58,16 @@ _FATAL_LOG_PATTERNS = re.compile(
 )
 
 Classpath = Literal["minimal", "all"]
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """PEM files for the optional TLS client port: ``keystore`` holds the server's certificate chain
+    and private key (PKCS#8), ``truststore`` the CA that client certificates must chain to."""
+
+    keystore: Path
+    truststore: Path
+    client_auth: Literal["none", "want", "need"] = "none"
 
 
 _LOG4J2_PROPERTIES = """\
@@ -99,6 +112,7 @@ class EmbeddedZooKeeper:
         stop_grace: float = 5.0,
         port: int | None = None,
         data_dir: Path | str | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         # A fixed port or data dir is for operators running `loadmgr zookeeper`; tests use free
         # ports and throw-away data so that parallel runs never collide.
@@ -117,6 +131,8 @@ class EmbeddedZooKeeper:
         self._log_file: IO[bytes] | None = None
         self._tmpdir: Path | None = None
         self._port: int | None = None
+        self._tls = tls
+        self._secure_port: int | None = None
         self._paused = False
         self.startup_seconds: float | None = None
 
@@ -128,6 +144,14 @@ class EmbeddedZooKeeper:
         if self._port is None or self._proc is None:
             raise ZooKeeperLaunchError("EmbeddedZooKeeper is not started")
         return f"127.0.0.1:{self._port}"
+
+    @property
+    def secure_hosts(self) -> str:
+        """``127.0.0.1:<secureClientPort>`` of a server started with ``tls``; the plain port stays
+        open beside it (readiness checks and four-letter words use it)."""
+        if self._secure_port is None or self._proc is None:
+            raise ZooKeeperLaunchError("EmbeddedZooKeeper has no TLS port (start it with tls=ServerTls(...))")
+        return f"127.0.0.1:{self._secure_port}"
 
     @property
     def port(self) -> int:
@@ -174,6 +198,8 @@ class EmbeddedZooKeeper:
         while True:
             attempts += 1
             jars = self._jars or find_zookeeper_jars(all_jars=classpath == "all")
+            if self._tls is not None and classpath == "minimal":
+                jars = [*jars, *find_netty_jars()]
             try:
                 return self._start_once(java, jars, deadline)
             except _RetryableLaunchError as exc:
@@ -195,6 +221,7 @@ class EmbeddedZooKeeper:
                 atexit.unregister(self.stop)
             self._terminate(proc)
         self._port = None
+        self._secure_port = None
         self._paused = False
         if self._log_file is not None:
             self._log_file.close()
@@ -263,6 +290,25 @@ class EmbeddedZooKeeper:
             ),
             encoding="utf-8",
         )
+        if self._tls is not None:
+            self._secure_port = free_port()
+            with cfg.open("a", encoding="utf-8") as f:
+                f.write(
+                    "\n".join(
+                        [
+                            f"secureClientPort={self._secure_port}",
+                            "secureClientPortAddress=127.0.0.1",
+                            # TLS needs the Netty connection factory; NIO has no TLS
+                            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+                            f"ssl.keyStore.location={self._tls.keystore}",
+                            "ssl.keyStore.type=PEM",
+                            f"ssl.trustStore.location={self._tls.truststore}",
+                            "ssl.trustStore.type=PEM",
+                            f"ssl.clientAuth={self._tls.client_auth}",
+                            "",
+                        ]
+                    )
+                )
         (tmpdir / "log4j2.properties").write_text(
             _LOG4J2_PROPERTIES.format(level=self._log_level), encoding="utf-8"
         )

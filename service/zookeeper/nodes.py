@@ -20,20 +20,23 @@ from typing import Any, Generic, TypeVar
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    AuthFailedError,
     BadVersionError,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
     RolledBackError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState
+from kazoo.protocol.states import KazooState, KeeperState
 from pydantic import BaseModel, ValidationError
 
 from balancer.errors import InvalidInput
-from service.errors import StaleWrite, StoreUnavailable
+from service.errors import StaleWrite, StoreUnavailable, ZkAccessDenied
 from service.zookeeper import paths as P
+from service.zookeeper.security import ZkSecurity
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -53,6 +56,9 @@ class Versioned(Generic[V]):
     version: int
 
 
+_AUTH_FAILED = "ZooKeeper refused this client's authentication (AUTH_FAILED)"
+
+
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
     """Kazoo exceptions -> service errors; everything else passes through."""
@@ -60,6 +66,10 @@ def translated() -> Iterator[None]:
         yield
     except BadVersionError as e:
         raise StaleWrite(f"node changed since it was read: {e!r}") from None
+    except AuthFailedError:
+        raise ZkAccessDenied(_AUTH_FAILED) from None
+    except NoAuthError:
+        raise ZkAccessDenied("ZooKeeper refused the operation (NoAuth): no ACL grants it") from None
     except (KazooTimeoutError, KazooException) as e:
         if isinstance(e, NoNodeError | NodeExistsError | NotEmptyError):
             raise
@@ -122,12 +132,14 @@ class JsonZk:
         chroot: str = "",
         session_timeout_s: float = 10.0,
         on_malformed: Callable[[str, str], None] | None = None,
+        security: ZkSecurity | None = None,
     ) -> None:
         chroot = chroot.rstrip("/")
         if chroot and not chroot.startswith("/"):
             raise InvalidInput("zk_chroot", chroot, "must start with '/'")
         self.hosts = hosts + chroot
-        self.client = KazooClient(hosts=self.hosts, timeout=session_timeout_s)
+        self.security = security or ZkSecurity()
+        self.client = KazooClient(hosts=self.hosts, timeout=session_timeout_s, **self.security.kazoo_kwargs())
         self.session_timeout_s = session_timeout_s
         self.malformed: Counter[str] = Counter()
         self._on_malformed = on_malformed
@@ -135,14 +147,60 @@ class JsonZk:
 
     # ---- connection -----------------------------------------------------------------------
     def start(self, timeout_s: float = 15.0) -> None:
+        """Connect, create the base paths, and prove this identity may write what loadmgr wrote.
+
+        Raises StoreUnavailable (unreachable, or TLS refused) or ZkAccessDenied (wrong credentials),
+        each one line naming the hosts and the identity, with the session closed again.
+        """
         try:
             self.client.start(timeout=timeout_s)
-        except KazooTimeoutError:
-            self.client.stop()
-            raise StoreUnavailable(f"cannot connect to ZooKeeper at {self.hosts}") from None
-        with translated():
-            for path in P.BASE_PATHS:
-                self.client.ensure_path(path)
+        except AuthFailedError:
+            self.stop()
+            raise self._login_refused() from None
+        except (KazooTimeoutError, OSError) as e:
+            self.stop()
+            how = "TLS " if self.security.tls else ""
+            raise StoreUnavailable(
+                f"cannot connect to ZooKeeper at {self.hosts} over {how or 'plain '}TCP "
+                f"as {self.security.describe()}: {type(e).__name__}"
+            ) from None
+        try:
+            with translated():
+                for path in P.BASE_PATHS:
+                    self.client.ensure_path(path)
+                self._probe_write()
+        except ZkAccessDenied as e:
+            # kazoo returns from start() even when the server refuses SASL; the first request fails
+            refused_login = str(e) == _AUTH_FAILED or self.client.client_state == KeeperState.AUTH_FAILED
+            self.stop()
+            if refused_login:
+                raise self._login_refused() from None
+            raise ZkAccessDenied(
+                f"ZooKeeper at {self.hosts} refused writes by {self.security.describe()}: wrong "
+                "zk_auth credentials, or the existing nodes' ACL does not grant this identity"
+            ) from None
+        except BaseException:
+            self.stop()
+            raise
+        if self.security.open:
+            log.warning(
+                "ZooKeeper nodes created by loadmgr are world-writable (%s): anyone who reaches "
+                "ZooKeeper can rewrite them, the leader node included; set LOADMGR_ZK_AUTH",
+                self.security.describe(),
+            )
+
+    def _login_refused(self) -> ZkAccessDenied:
+        return ZkAccessDenied(
+            f"ZooKeeper at {self.hosts} refused authentication of {self.security.describe()}: "
+            "wrong zk_auth credentials, or the user is not in the server's JAAS Server section"
+        )
+
+    def _probe_write(self) -> None:
+        # A wrong digest password is not refused at connect time (it is just another identity), so
+        # create and delete a throw-away ephemeral node where loadmgr's own nodes live.
+        probe = self.client.create(P.join(P.LOADMGR, "auth-probe-"), b"", ephemeral=True, sequence=True)
+        with contextlib.suppress(NoNodeError):
+            self.client.delete(probe)
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):

@@ -19,6 +19,7 @@ RESOURCE_QUOTA_DEFAULT = RESOURCE_QUOTA + "/default"
 LOCAL_POLICIES = "/admin/local-policies"
 OWNERSHIP = "/namespace"
 # loadmgr's own nodes: the leader's intent per bundle, the fencing epoch and the simulated workload.
+LOADMGR = "/loadmgr"
 ASSIGNMENTS = "/loadmgr/assignments"
 LEADER_EPOCH = "/loadmgr/leader-epoch"
 WORKLOAD = "/loadmgr/workload"

@@ -131,7 +131,12 @@ def test_helm_render_is_valid_kubernetes(values: dict[str, Any]) -> None:
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert "checksum/config" in dep["spec"]["template"]["metadata"]["annotations"]
     env = {e["name"] for e in c["env"]}
-    assert ("LOADMGR_API_TOKEN" in env) == bool(values.get("api", {}).get("tokenSecretName"))
+    # the admin token is always there, as a mounted file (the chart generates one if none is given)
+    assert "LOADMGR_API_TOKEN_FILE" in env and "LOADMGR_API_TOKEN" not in env
+    token_volume = next(v for v in pod["volumes"] if v["name"] == "api-token")
+    secret_name = values.get("api", {}).get("tokenSecretName") or token_volume["secret"]["secretName"]
+    assert token_volume["secret"]["secretName"] == secret_name
+    assert ("Secret" in kinds) == (not values.get("api", {}).get("tokenSecretName"))
     assert ("PodDisruptionBudget" in kinds) == values.get("podDisruptionBudget", {}).get("enabled", True)
     cm = next(d for d in docs if d["kind"] == "ConfigMap")
     for key in values.get("loadBalancer", {}):

@@ -28,6 +28,7 @@ def follower(demo: Demo) -> Iterator[str]:
         http_port=port,
         instance_id=f"follower-{port}",
         api_token=demo.opts.token,
+        api_reads_open=True,
         history_enabled=False,
         zk_session_timeout_s=6.0,
     )

@@ -63,12 +63,14 @@ class FakeService:
     def ready(self) -> bool:
         return True
 
-    def update_config(self, updates: dict[str, Any]) -> LoadBalancerConfig:
+    def update_config(self, updates: dict[str, Any], principal: str | None = None) -> LoadBalancerConfig:
         self._require_leader()
         self.config = self.config.with_updates(updates, dynamic_only=True)
         return self.config
 
-    def unload(self, bundle: str, destination: str | None = None) -> dict[str, Any]:
+    def unload(
+        self, bundle: str, destination: str | None = None, principal: str | None = None
+    ) -> dict[str, Any]:
         self._require_leader()
         if bundle not in self.owners:
             raise UnknownBundle(bundle)
@@ -77,12 +79,16 @@ class FakeService:
         src = self.owners[bundle]
         dst = destination or ("b2" if src == "b1" else "b1")
         self.owners[bundle] = dst
-        rec = {"kind": "manual", "bundle": bundle, "source": src, "destination": dst}
+        rec = {"kind": "manual", "bundle": bundle, "source": src, "destination": dst, "principal": principal}
         self.log.append(rec)
         return rec
 
     def split(
-        self, bundle: str, algorithm: str | None = None, positions: list[int] | None = None
+        self,
+        bundle: str,
+        algorithm: str | None = None,
+        positions: list[int] | None = None,
+        principal: str | None = None,
     ) -> dict[str, Any]:
         self._require_leader()
         if bundle not in self.owners:
@@ -102,7 +108,7 @@ class FakeService:
         why = explain("Overloaded", "b1 above the threshold", subject=self.bundles[0], usage=0.93)
         return SimpleNamespace(moves=[Move(self.bundles[0], "b1", "b2", why)], skipped=[])
 
-    def lookup(self, topic: str) -> str:
+    def lookup(self, topic: str, assign: bool = True, principal: str | None = None) -> str:
         return "b1"
 
     def decisions(self, limit: int = 100, kind: str | None = None) -> list[dict[str, Any]]:
@@ -116,7 +122,8 @@ def svc() -> FakeService:
 
 @pytest.fixture
 def client(svc: FakeService) -> TestClient:
-    return TestClient(create_app(svc, Settings(api_token="s3cret"), PrometheusMetrics().registry))
+    settings = Settings(api_token="s3cret", api_reads_open=True)
+    return TestClient(create_app(svc, settings, PrometheusMetrics().registry), base_url="http://127.0.0.1")
 
 
 AUTH = {"Authorization": "Bearer s3cret"}
@@ -195,7 +202,7 @@ def test_dry_run_changes_nothing(client: TestClient, svc: FakeService) -> None:
 
 
 def test_mutation_on_a_follower_without_a_known_leader_is_503() -> None:
-    client = TestClient(create_app(FakeService(leader=False), Settings()))
+    client = TestClient(create_app(FakeService(leader=False), Settings()), base_url="http://localhost")
     r = client.post("/shedding/dry-run")
     assert r.status_code == 200
     r = client.post(f"/bundles/{FakeService().bundles[0]}/unload")
@@ -223,11 +230,11 @@ def test_forwarding_to_a_frozen_leader_gives_up_quickly_with_503() -> None:
             raise NotLeader(self.leader_url)
 
     svc = Follower(leader=False)
-    client = TestClient(create_app(svc, Settings()))
+    client = TestClient(create_app(svc, Settings(api_token="s3cret")), base_url="http://127.0.0.1")
     with _FrozenLeader() as url:
         svc.leader_url = url
         started = time.monotonic()
-        r = client.post(f"/bundles/{svc.bundles[0]}/unload")
+        r = client.post(f"/bundles/{svc.bundles[0]}/unload", headers={"Authorization": "Bearer s3cret"})
         waited = time.monotonic() - started
     assert r.status_code == 503 and r.json()["error"] == "LeaderUnreachable", r.text
     assert r.headers["Retry-After"] == "2"

@@ -41,3 +41,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default "default" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
+
+{{/* The Secret holding the admin token: the operator's, or the one the chart generates. */}}
+{{- define "loadmgr.apiTokenSecret" -}}
+{{- default (printf "%s-api-token" (include "loadmgr.fullname" .)) .Values.api.tokenSecretName }}
+{{- end }}

@@ -8,13 +8,14 @@ from fastapi import APIRouter, Body, Query
 
 from balancer.bundles import namespace_of
 from service.api import views
-from service.api.deps import Mutation, ServiceDep
+from service.api.deps import Mutation, PrincipalDep, ServiceDep
 from service.api.schemas import BundleDetail, BundleSummary, ErrorBody, SplitRequest, UnloadRequest
 
 router = APIRouter(prefix="/bundles", tags=["bundles"])
 
 _MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody},
+    403: {"model": ErrorBody},
     404: {"model": ErrorBody},
     422: {"model": ErrorBody},
     503: {"model": ErrorBody},
@@ -49,11 +50,12 @@ def list_bundles(
 def unload_bundle(
     bundle: str,
     service: ServiceDep,
+    principal: PrincipalDep,
     body: Annotated[UnloadRequest | None, Body()] = None,
     destination_broker: Annotated[str | None, Query(alias="destinationBroker", min_length=1)] = None,
 ) -> dict[str, Any]:
     destination = (body.destination_broker if body is not None else None) or destination_broker
-    record = service.unload(bundle, destination)
+    record = service.unload(bundle, destination, principal=principal.name)
     return {"decision": views.decision(record)}
 
 
@@ -66,10 +68,11 @@ def unload_bundle(
 def split_bundle(
     bundle: str,
     service: ServiceDep,
+    principal: PrincipalDep,
     body: Annotated[SplitRequest | None, Body()] = None,
 ) -> dict[str, Any]:
     req = body or SplitRequest()
-    record = service.split(bundle, req.algorithm, req.positions)
+    record = service.split(bundle, req.algorithm, req.positions, principal=principal.name)
     return {"decision": views.decision(record)}
 
 

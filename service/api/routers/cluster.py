@@ -11,7 +11,7 @@ from balancer.bundles import normalize_topic, split_bundle_name, topic_hash, top
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput
 from service.api import views
-from service.api.deps import Mutation, ServiceDep, SettingsDep
+from service.api.deps import Mutation, PrincipalDep, ServiceDep, SettingsDep
 from service.api.schemas import ConfigBody, ErrorBody, Health, Leader, Lookup
 
 router = APIRouter(tags=["cluster"])
@@ -21,10 +21,10 @@ health = APIRouter(tags=["health"])
 @router.get(
     "/lookup/{topic:path}",
     response_model=Lookup,
-    responses={422: {"model": ErrorBody}},
-    summary="The broker owning a topic's bundle (assigned through placement if unowned)",
+    responses={403: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    summary="The broker owning a topic's bundle (assigned through placement if unowned: admin only)",
 )
-def lookup(topic: str, service: ServiceDep) -> dict[str, str]:
+def lookup(topic: str, service: ServiceDep, principal: PrincipalDep) -> dict[str, str]:
     for domain in ("persistent", "non-persistent"):
         # accept Pulsar's REST form /lookup/persistent/tenant/ns/topic as well as the URL form
         if topic.startswith(domain + "/") and not topic.startswith(domain + "://"):
@@ -35,7 +35,12 @@ def lookup(topic: str, service: ServiceDep) -> dict[str, str]:
         raise
     except ValueError as e:
         raise InvalidInput("topic", topic, str(e)) from e
-    broker = service.lookup(full)
+    # An unowned bundle is assigned by the lookup, which is a write: only admin may cause it.
+    broker = (
+        service.lookup(full, principal=principal.name)
+        if principal.admin
+        else service.lookup(full, assign=False)
+    )
     bundle = _bundle_of(service, full)
     return {"topic": full, "bundle": bundle, "broker": broker}
 
@@ -68,14 +73,21 @@ def get_config(service: ServiceDep) -> dict[str, Any]:
     "/config",
     response_model=ConfigBody,
     dependencies=[Mutation],
-    responses={401: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={
+        401: {"model": ErrorBody},
+        403: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        503: {"model": ErrorBody},
+    },
     summary="Change dynamic keys (a static key is refused with 422)",
 )
-def put_config(service: ServiceDep, updates: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+def put_config(
+    service: ServiceDep, principal: PrincipalDep, updates: Annotated[dict[str, Any], Body()]
+) -> dict[str, Any]:
     unknown = sorted(set(updates) - set(LoadBalancerConfig.model_fields))
     if unknown:
         raise InvalidInput(unknown[0], updates[unknown[0]], "unknown configuration key")
-    return _config_body(service.update_config(updates))
+    return _config_body(service.update_config(updates, principal=principal.name))
 
 
 @health.get("/healthz", response_model=Health, summary="Liveness: the process answers")
