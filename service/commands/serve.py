@@ -26,8 +26,8 @@ def register(sub: Any) -> None:
     p.add_argument("--no-history", action="store_true", help="Do not append Parquet history")
     p.add_argument(
         "--cluster",
-        default=os.environ.get("LOADMGR_CLUSTER", "standalone"),
-        help="Value of the `cluster` label on metrics (LOADMGR_CLUSTER)",
+        help="Pulsar's clusterName: whose isolation policies and failure domains apply, and the "
+        "metrics' cluster label (LOADMGR_CLUSTER; default: the only cluster in ZooKeeper)",
     )
     p.set_defaults(func=_serve)
 
@@ -40,6 +40,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         ("port", "http_port"),
         ("token", "api_token"),
         ("broker_conf", "broker_conf"),
+        ("cluster", "cluster"),
     ):
         value = getattr(args, attr, None)
         if value is not None:
@@ -61,7 +62,7 @@ def _serve(args: argparse.Namespace) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     config = settings.load_balancer_config(dict(os.environ))
-    metrics = PrometheusMetrics(cluster=args.cluster)
+    metrics = PrometheusMetrics(cluster=settings.cluster or "standalone")
     history = None
     if settings.history_enabled:
         from service.longterm.history import HistorySink

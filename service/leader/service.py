@@ -90,7 +90,7 @@ class LoadManagerService:
         )
         assigner = ZkExecutor(self.store, self.election.fence)
         self.executor: Executor = executor or assigner
-        self._loadview = LoadView(on_adopt=self._record_adoption)
+        self._loadview = LoadView(on_adopt=self._record_adoption, cluster=settings.cluster)
         self.jobs = LeaderJobs(
             self.store,
             self.executor,

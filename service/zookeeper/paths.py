@@ -17,6 +17,10 @@ RESOURCE_QUOTA = "/loadbalance/resource-quota"
 RESOURCE_QUOTA_BUNDLES = RESOURCE_QUOTA + "/namespace"
 RESOURCE_QUOTA_DEFAULT = RESOURCE_QUOTA + "/default"
 LOCAL_POLICIES = "/admin/local-policies"
+# Pulsar's cluster-level admin nodes (ClusterResources, NamespaceResources.IsolationPolicyResources):
+# ``<CLUSTERS>/<cluster>/namespaceIsolationPolicies`` is one JSON map policy name -> NamespaceIsolationData;
+# ``<CLUSTERS>/<cluster>/failureDomain/<domain>`` holds ``{"brokers": [<broker id>, ...]}``.
+CLUSTERS = "/admin/clusters"
 OWNERSHIP = "/namespace"
 # loadmgr's own nodes: the leader's intent per bundle, the fencing epoch and the simulated workload.
 ASSIGNMENTS = "/loadmgr/assignments"
@@ -54,6 +58,14 @@ def quota_path(bundle: str) -> str:
 
 def policies_path(namespace: str) -> str:
     return join(LOCAL_POLICIES, namespace)
+
+
+def isolation_policies_path(cluster: str) -> str:
+    return join(join(CLUSTERS, cluster), "namespaceIsolationPolicies")
+
+
+def failure_domains_root(cluster: str) -> str:
+    return join(join(CLUSTERS, cluster), "failureDomain")
 
 
 def ownership_path(bundle: str) -> str:
