@@ -50,6 +50,19 @@ BROKER_GAUGES: dict[str, tuple[str, str]] = {
     "loadmgr_broker_bundles": ("num_bundles", "Bundles owned by the broker."),
 }
 
+# ModularLoadManagerImpl's leader counters, as PrometheusMetricsGenerator exposes them: the name
+# is the Java key with ``brk_`` -> ``pulsar_`` (``brk_lb_unload_broker_total`` and so on), typed
+# gauge (parseMetricsToPrometheusMetrics writes every load-balancing metric as a gauge), labelled
+# with the cluster and the ``metric`` dimension. Their values only grow while this process lives.
+PULSAR_LB_COUNTERS: dict[str, tuple[str, str]] = {
+    "pulsar_lb_unload_broker_total": (
+        "bundleUnloading",
+        "Brokers that shed at least one bundle, per cycle, summed.",
+    ),
+    "pulsar_lb_unload_bundle_total": ("bundleUnloading", "Bundles unloaded by load shedding."),
+    "pulsar_lb_bundles_split_total": ("bundlesSplit", "Bundles split by the automatic bundle split."),
+}
+
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -133,6 +146,30 @@ class _BrokerCollector(Collector):
         yield live
 
 
+class _PulsarLbCounters(Collector):
+    """Pulsar's leader counters (see :data:`PULSAR_LB_COUNTERS`), yielded at scrape time."""
+
+    def __init__(self, cluster: str) -> None:
+        self._cluster = cluster
+        self._lock = threading.Lock()
+        self._values = dict.fromkeys(PULSAR_LB_COUNTERS, 0)
+
+    def add(self, name: str, n: int) -> None:
+        with self._lock:
+            self._values[name] += n
+
+    def describe(self) -> list[Any]:
+        return list(self.collect())
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            values = dict(self._values)
+        for name, (metric, doc) in PULSAR_LB_COUNTERS.items():
+            fam = GaugeMetricFamily(name, doc, labels=["cluster", "metric"])
+            fam.add_metric([self._cluster, metric], float(values[name]))
+            yield fam
+
+
 def _normalise_scores(
     scores: Mapping[str, Mapping[str, float]], brokers: set[str]
 ) -> dict[str, dict[str, float]]:
@@ -173,6 +210,8 @@ class PrometheusMetrics:
         r = self.registry
         self._brokers = _BrokerCollector(cluster)
         r.register(self._brokers)
+        self._pulsar_counters = _PulsarLbCounters(cluster)
+        r.register(self._pulsar_counters)
         self.cycle_seconds = Histogram(
             "loadmgr_shedding_cycle_duration_seconds",
             "Wall time of one leader shedding cycle.",
@@ -239,6 +278,14 @@ class PrometheusMetrics:
 
     def split_done(self, reason: str) -> None:
         self.splits.labels(self.cluster, reason or "unknown").inc()
+
+    def shedding_unloads(self, brokers: int, bundles: int) -> None:
+        """One shedding cycle's applied unloads: ``brokers`` that lost at least one of ``bundles``."""
+        self._pulsar_counters.add("pulsar_lb_unload_broker_total", brokers)
+        self._pulsar_counters.add("pulsar_lb_unload_bundle_total", bundles)
+
+    def auto_splits(self, bundles: int) -> None:
+        self._pulsar_counters.add("pulsar_lb_bundles_split_total", bundles)
 
     def leader_changed(self, is_leader: bool) -> None:
         if is_leader != self._leader:

@@ -98,6 +98,7 @@ class LeaderJobs:
             return None
         plan = plan_shedding_cycle(self.view.load, config, shedder, placement, self.view.ctx, now, self.rng)
         applied = 0
+        sources: set[str] = set()
         for move in plan.moves:
             if not self.is_leader():
                 log.warning("leadership lost mid-cycle; %s stays on %s", move.bundle, move.source)
@@ -120,6 +121,7 @@ class LeaderJobs:
                     break
                 continue
             applied += 1
+            sources.add(move.source)
             self._record(
                 "shedding",
                 move.explanation,
@@ -128,6 +130,8 @@ class LeaderJobs:
                 destination=move.destination,
             )
             self.metrics.unloaded(move.explanation.reason)
+        # Pulsar's doLoadShedding counts what it unloaded, not what the strategy proposed.
+        self.metrics.shedding_unloads(len(sources), applied)
         self.last_plan = plan
         self.cycles += 1
         if self.history is not None:
@@ -256,6 +260,7 @@ class LeaderJobs:
                 done += 1
             except (ServiceError, InvalidInput, UnknownBundle) as e:
                 log.warning("auto split of %s skipped: %s", cand.bundle, e)
+        self.metrics.auto_splits(done)
         return done
 
     def split(

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from balancer.bundles import NamespaceBundles, split_bundle_name
+from service.api.metrics import PrometheusMetrics
 from service.broker.workload import BundleLoad, Scenario
 from service.zookeeper import paths as P
 from service.zookeeper.store import Assignment, ZkStore
@@ -119,7 +120,8 @@ def test_isolation_and_anti_affinity_hold_live(cluster: Cluster) -> None:
     # Every broker up before the leader starts: with a primary missing, min_limit 2 would let the
     # isolated namespace use its secondary from the start.
     wait_for(lambda: len(cluster.admin.read_brokers()) == 6, 15, what="six broker reports")
-    svc = cluster.service("s1:7101", config)
+    metrics = PrometheusMetrics(cluster=CLUSTER)
+    svc = cluster.service("s1:7101", config, metrics=metrics)
     wait_for(svc.is_leader, 15, what="leadership")
     wait_for(lambda: set(cluster.owners()) == cluster.bundles(), 20, what="every bundle owned")
 
@@ -146,6 +148,10 @@ def test_isolation_and_anti_affinity_hold_live(cluster: Cluster) -> None:
 
     wait_for(lambda: iso_moves(), 30, what="a shedding move of an isolated bundle")
     assert set(iso_moves()) == {"iso-2:8080"}
+    # Pulsar's leader counters moved with the unloads, under Pulsar's names and labels.
+    unloading = {"cluster": CLUSTER, "metric": "bundleUnloading"}
+    assert (metrics.registry.get_sample_value("pulsar_lb_unload_bundle_total", unloading) or 0) >= 1
+    assert (metrics.registry.get_sample_value("pulsar_lb_unload_broker_total", unloading) or 0) >= 1
 
     # Too few primaries (min_limit 2): iso-2 dies, so its isolated bundles may use the secondary,
     # still never a shared broker.

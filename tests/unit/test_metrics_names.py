@@ -8,11 +8,11 @@ from types import SimpleNamespace
 from prometheus_client.parser import text_string_to_metric_families
 
 from balancer.models import LocalBrokerData, ResourceUsage
-from service.api.metrics import PULSAR_LB_GAUGES, PrometheusMetrics
+from service.api.metrics import PULSAR_LB_COUNTERS, PULSAR_LB_GAUGES, PrometheusMetrics
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 # Pulsar's own names are kept verbatim for dashboard compatibility, camelCase included.
-PULSAR_NAMES = set(PULSAR_LB_GAUGES)
+PULSAR_NAMES = set(PULSAR_LB_GAUGES) | set(PULSAR_LB_COUNTERS)
 BAD_UNIT_SUFFIXES = (
     "_ms",
     "_millis",
@@ -127,3 +127,24 @@ def test_scores_keyed_by_strategy_first_are_accepted() -> None:
         )
         == 0.5
     )
+
+
+def test_pulsars_unload_and_split_counters_keep_pulsars_names_labels_and_type() -> None:
+    m = PrometheusMetrics(cluster="prod")
+    text = m.render().decode()
+    # Exposed from the start at 0, as Pulsar's leader does, so alerts on rate() have a series.
+    assert 'pulsar_lb_unload_broker_total{cluster="prod",metric="bundleUnloading"} 0.0' in text
+    m.shedding_unloads(2, 3)
+    m.shedding_unloads(1, 1)
+    m.auto_splits(2)
+    m.auto_splits(0)
+    fams = _families(m)
+    reg = m.registry
+    unloading = {"cluster": "prod", "metric": "bundleUnloading"}
+    assert reg.get_sample_value("pulsar_lb_unload_broker_total", unloading) == 3
+    assert reg.get_sample_value("pulsar_lb_unload_bundle_total", unloading) == 4
+    split = {"cluster": "prod", "metric": "bundlesSplit"}
+    assert reg.get_sample_value("pulsar_lb_bundles_split_total", split) == 2
+    for name in PULSAR_LB_COUNTERS:
+        assert fams[name].type == "gauge"  # type: ignore[attr-defined]  # PrometheusMetricsGenerator's type
+        assert f"# TYPE {name} gauge" in m.render().decode()
