@@ -17,6 +17,7 @@ from balancer.placement import filters as f
 from balancer.placement.context import IsolationPolicy, PlacementContext
 from balancer.placement.registry import create_placement
 from balancer.shedding.registry import create_shedder
+from balancer.split.unload import split_unload
 from balancer.vectors.kinds_common import Case, expect, run_cases, vector_config
 from balancer.vectors.report import RoundReport
 
@@ -124,6 +125,33 @@ def handle_shedding_cycle(name: str, data: dict[str, Any]) -> list[RoundReport]:
             if "expected_skipped" in c:
                 skipped = {s.subject: s.reason for s in plan.skipped}
                 diff += expect("skipped", c["expected_skipped"], skipped)
+            return diff
+
+        cases.append((f"case {i}: {c.get('label', '')}".rstrip(": "), case))
+    return run_cases(name, cases)
+
+
+def handle_split_unload(name: str, data: dict[str, Any]) -> list[RoundReport]:
+    """Each case: a cluster, policies and the split bundle's broker; does the auto split unload?"""
+    inp = data["input"]
+    cases: list[tuple[str, Case]] = []
+    for i, c in enumerate(inp["cases"]):
+
+        def case(c: dict[str, Any] = c) -> list[str]:
+            config = vector_config(data.get("config"), c.get("config"))
+            load = _cycle_load(c["brokers"])
+            policies = [
+                IsolationPolicy.from_pulsar(n, p) for n, p in (inp.get("isolation_policies") or {}).items()
+            ]
+            ctx = PlacementContext.from_load(
+                load,
+                isolation_policies=policies,
+                anti_affinity_groups=dict(inp.get("anti_affinity_groups") or {}),
+            )
+            unload, why = split_unload(c["bundle"], c["broker"], load, config, ctx)
+            diff = expect("unload", c["expected_unload"], unload)
+            if "expected_reason" in c:
+                diff += expect("reason", c["expected_reason"], why.reason)
             return diff
 
         cases.append((f"case {i}: {c.get('label', '')}".rstrip(": "), case))

@@ -34,6 +34,9 @@ class SplitRequest(_Body):
         description="Hash positions for specified_positions_divide (0 to 2^32)",
         max_length=64,
     )
+    unload: bool = Field(
+        False, description="Also unload the children, as `pulsar-admin namespaces split-bundle -u`"
+    )
 
 
 class ErrorBody(BaseModel):

@@ -321,9 +321,14 @@ class LoadManagerService:
             return self.jobs._record("manual", why, bundle=bundle, source=source, destination=destination)
 
     def split(
-        self, bundle: str, algorithm: str | None = None, positions: Sequence[int] | None = None
+        self,
+        bundle: str,
+        algorithm: str | None = None,
+        positions: Sequence[int] | None = None,
+        unload: bool = False,
     ) -> DecisionRecord:
-        """Split ``bundle`` with Pulsar's ``algorithm`` (default: the configured one)."""
+        """Split ``bundle`` with Pulsar's ``algorithm`` (default: the configured one); ``unload``
+        also unloads the children, as ``pulsar-admin namespaces split-bundle -u`` (off by default)."""
         self._require_leader()
         with self._lock:
             self._require_leader()
@@ -332,7 +337,16 @@ class LoadManagerService:
                 self.store, now_ms(), (self._shedder, self._placement), sample=False
             )
             why = explain("manual_split", f"operator split of {bundle}", subject=bundle, algorithm=algorithm)
-            return self.jobs.split(bundle, algorithm, positions, self._config, snap, why)
+            return self.jobs.split(
+                bundle,
+                algorithm,
+                positions,
+                self._config,
+                snap,
+                why,
+                unload=unload,
+                strategies=(self._shedder, self._placement),
+            )
 
     def lookup(self, topic: str) -> str:
         """The broker serving ``topic``'s bundle; an unowned bundle is assigned through placement first."""

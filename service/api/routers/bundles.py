@@ -69,7 +69,7 @@ def split_bundle(
     body: Annotated[SplitRequest | None, Body()] = None,
 ) -> dict[str, Any]:
     req = body or SplitRequest()
-    record = service.split(bundle, req.algorithm, req.positions)
+    record = service.split(bundle, req.algorithm, req.positions, unload=req.unload)
     return {"decision": views.jsonable(record)}
 
 
