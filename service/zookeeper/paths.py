@@ -13,9 +13,11 @@ LEADER = "/loadbalance/leader"
 BUNDLE_DATA = "/loadbalance/bundle-data"
 TIME_AVERAGE = "/loadbalance/broker-time-average"
 RESOURCE_QUOTA = "/loadbalance/resource-quota"
-# Pulsar's ResourceQuotaCache keeps per-bundle quotas under ``namespace/`` and the default beside it.
-RESOURCE_QUOTA_BUNDLES = RESOURCE_QUOTA + "/namespace"
+# Pulsar 2.8+ (LoadBalanceResources.QuotaResources, BundlesQuotas) keeps a bundle's quota at
+# ``<RESOURCE_QUOTA>/<bundle>`` and the default at ``<RESOURCE_QUOTA>/default``; before 2.8
+# ResourceQuotaCache used ``<RESOURCE_QUOTA>/namespace/<bundle>``, still read for old clusters.
 RESOURCE_QUOTA_DEFAULT = RESOURCE_QUOTA + "/default"
+RESOURCE_QUOTA_LEGACY = RESOURCE_QUOTA + "/namespace"
 LOCAL_POLICIES = "/admin/local-policies"
 # Pulsar's cluster-level admin nodes (ClusterResources, NamespaceResources.IsolationPolicyResources):
 # ``<CLUSTERS>/<cluster>/namespaceIsolationPolicies`` is one JSON map policy name -> NamespaceIsolationData;
@@ -53,7 +55,11 @@ def bundle_data_path(bundle: str) -> str:
 
 
 def quota_path(bundle: str) -> str:
-    return join(RESOURCE_QUOTA_BUNDLES, bundle)
+    return join(RESOURCE_QUOTA, bundle)
+
+
+def legacy_quota_path(bundle: str) -> str:
+    return join(RESOURCE_QUOTA_LEGACY, bundle)
 
 
 def policies_path(namespace: str) -> str:
