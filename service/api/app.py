@@ -15,7 +15,7 @@ from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from service.api import errors
-from service.api.routers import brokers, bundles, cluster, shedding
+from service.api.routers import brokers, bundles, cluster, namespaces, shedding
 from service.settings import Settings
 
 API_DESCRIPTION = """Live load manager for Apache-Pulsar-style broker clusters.
@@ -40,7 +40,14 @@ def create_app(service: Any, settings: Settings, registry: CollectorRegistry | N
     app.state.service = service
     app.state.settings = settings
     errors.install(app)
-    for router in (brokers.router, bundles.router, cluster.router, shedding.router, cluster.health):
+    for router in (
+        brokers.router,
+        bundles.router,
+        cluster.router,
+        namespaces.router,
+        shedding.router,
+        cluster.health,
+    ):
         app.include_router(router)
     if registry is not None:
         _add_metrics(app, registry)

@@ -71,3 +71,41 @@ def test_create_policies_list_delete(
     assert run(h, "delete", "pay/us") == 0
     assert store.namespaces() == ["pay/eu"] and store.get_json("/admin/policies/pay/us") is None
     assert run(h, "delete", "pay/us") == 1
+
+
+def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
+    from types import SimpleNamespace
+
+    from fastapi.testclient import TestClient
+
+    from balancer.config import LoadBalancerConfig
+    from service.api.app import create_app
+    from service.settings import Settings
+
+    settings = Settings(cluster="c1", api_token="t")
+    service = SimpleNamespace(store=store, settings=settings, config=LoadBalancerConfig())
+    auth = {"Authorization": "Bearer t"}
+    with TestClient(create_app(service, settings)) as api:
+        assert api.post("/namespaces/pay/eu", json={}).status_code == 401
+        r = api.post("/namespaces/pay/eu", json={"namespaceAntiAffinityGroup": "pay"}, headers=auth)
+        assert r.status_code == 201 and r.json() == {
+            "namespace": "pay/eu",
+            "bundles": 4,  # defaultNumberOfNamespaceBundles
+            "namespaceAntiAffinityGroup": "pay",
+        }
+        assert api.post("/namespaces/pay/eu", json={}, headers=auth).status_code == 422  # exists
+        r = api.post("/namespaces/pay/eu", json={"bundles": 0}, headers=auth)
+        assert r.status_code == 422
+        body = {"isolationPolicy": {"name": "iso", "primary": ["b-1"], "minLimit": 1}}
+        r = api.put("/namespaces/pay/eu/policies", json=body, headers=auth)
+        assert r.status_code == 200
+        policies = store.get_json(P.isolation_policies_path("c1")).value
+        assert policies["iso"]["primary"] == ["b-1"] and policies["iso"]["namespaces"] == ["pay/eu"]
+        r = api.put("/namespaces/pay/eu/policies", json={"namespaceAntiAffinityGroup": ""}, headers=auth)
+        assert r.json()["namespaceAntiAffinityGroup"] is None
+        assert api.get("/namespaces").json() == [
+            {"namespace": "pay/eu", "bundles": 4, "namespaceAntiAffinityGroup": None}
+        ]
+        assert api.delete("/namespaces/pay/eu", headers=auth).status_code == 204
+        assert api.delete("/namespaces/pay/eu", headers=auth).status_code == 404
+        assert api.get("/namespaces").json() == []
