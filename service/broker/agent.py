@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import logging
 import threading
 import time
@@ -72,6 +73,15 @@ class SimulatedSource:
         return self._last.host_usage(stats)
 
 
+def agent_version() -> str:
+    """A semantic version for ``brokerVersionString``: Pulsar's BrokerVersionFilter parses it as semver
+    and, with ``preferLaterVersions``, gives up on the whole filter when one broker's does not parse."""
+    try:
+        return importlib.metadata.version("loadmgr")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.1.0"
+
+
 class BrokerAgent:
     """Runs the broker's ownership and report loops on one background thread."""
 
@@ -83,6 +93,7 @@ class BrokerAgent:
         source: StatsSource,
         host: HostUsage | None = None,
         web_url: str | None = None,
+        native_url: str | None = None,
         ownership_poll_s: float = 1.0,
         report_interval_s: float | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -93,7 +104,9 @@ class BrokerAgent:
         self.source = source
         self.host = host or HostUsage(nic_speed_override_gbps=config.loadBalancerOverrideBrokerNicSpeedGbps)
         self.web_url = web_url or f"http://{broker_id}"
-        self.urls = {"httpUrl": self.web_url, "nativeUrl": f"pulsar://{broker_id.rsplit(':', 1)[0]}:6650"}
+        # Pulsar's brokerServicePort defaults to 6650; a broker that listens elsewhere says so.
+        native = native_url or f"pulsar://{broker_id.rsplit(':', 1)[0]}:6650"
+        self.urls = {"nativeUrl": native, "httpUrl": self.web_url}
         self.ownership_poll_s = ownership_poll_s
         self.report_interval_s = report_interval_s or config.loadBalancerReportUpdateMinIntervalMillis / 1000
         self._clock_ms = clock_ms
@@ -101,7 +114,7 @@ class BrokerAgent:
             web_service_url=self.web_url,
             pulsar_service_url=self.urls["nativeUrl"],
             load_manager_class_name=config.loadManagerClassName,
-            broker_version_string="loadmgr-agent",
+            broker_version_string=agent_version(),
             start_timestamp=clock_ms(),
         )
         self._last_written: LocalBrokerData | None = None

@@ -32,6 +32,10 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--pulsar-url", help="The broker's web service URL (pulsar source); default http://<broker-id>"
     )
+    p.add_argument(
+        "--native-url",
+        help="The broker's binary protocol URL (brokerServiceUrl); default pulsar://<host>:6650",
+    )
     p.add_argument("--pulsar-token", default=os.environ.get("LOADMGR_PULSAR_TOKEN"), help="Admin API token")
     p.add_argument(
         "--report-interval", type=float, help="Seconds between report checks (default from config)"
@@ -68,6 +72,7 @@ def build_agent(args: argparse.Namespace, settings: Settings) -> BrokerAgent:
         config,
         source,
         web_url=args.pulsar_url,
+        native_url=args.native_url,
         ownership_poll_s=args.ownership_poll,
         report_interval_s=args.report_interval,
     )

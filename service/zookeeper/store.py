@@ -231,8 +231,14 @@ class ZkStore(JsonZk):
         return out
 
     def acquire(self, bundle: str, broker_id: str, urls: dict[str, str]) -> bool:
-        """Create this session's ephemeral ownership node; False if someone already owns the bundle."""
-        doc = {"brokerId": broker_id, "disabled": False, "advertisedListeners": {}, **urls}
+        """Create this session's ephemeral ownership node; False if someone already owns the bundle.
+
+        The node is Pulsar's NamespaceEphemeralData (nativeUrl, httpUrl, disabled,
+        advertisedListeners). Pulsar derives the owner from httpUrl, so ``brokerId`` is added only
+        when the web URL does not name ``broker_id`` (an agent given another --pulsar-url)."""
+        doc: dict[str, Any] = {**urls, "disabled": False, "advertisedListeners": {}}
+        if _owner_broker(json.dumps(doc).encode()) != broker_id:
+            doc["brokerId"] = broker_id
         try:
             self.put_json(P.ownership_path(bundle), doc, version=-1, ephemeral=True)
             return True
