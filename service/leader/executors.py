@@ -122,6 +122,12 @@ class ZkExecutor:
         broker = owner.broker if owner is not None else (current.value.broker if current else None)
         tx = self._store.fenced(self.current_fence())
         tx.set_json(P.policies_path(ns), self._store.layout_doc(ns, new_layout), got.version)
+        # Pulsar (NamespaceService.updateNamespaceBundlesForPolicies) keeps the bundles of the
+        # namespace's Policies node in step with LocalPolicies; admin tools read them there.
+        policies = self._store.get_json(P.join(P.TENANT_POLICIES, ns))
+        if policies is not None and isinstance(policies.value, dict) and "bundles" in policies.value:
+            doc = dict(policies.value, bundles=new_layout.to_policies())
+            tx.set_json(P.join(P.TENANT_POLICIES, ns), doc, policies.version)
         if broker is not None and not unload:
             for child in children:
                 doc = ZkStore.assignment_doc(Assignment(broker, None, f"split of {bundle}", self._clock_ms()))

@@ -23,7 +23,7 @@ from service.zookeeper import paths as P
 from service.zookeeper.policies import parse_anti_affinity_group
 from service.zookeeper.store import ZkStore
 
-TENANTS = "/admin/policies"
+TENANTS = P.TENANT_POLICIES
 _NAME = re.compile(r"^[-=:.\w]+$")  # Pulsar's NamedEntity characters
 
 

@@ -23,6 +23,8 @@ LOCAL_POLICIES = "/admin/local-policies"
 # ``<CLUSTERS>/<cluster>/namespaceIsolationPolicies`` is one JSON map policy name -> NamespaceIsolationData;
 # ``<CLUSTERS>/<cluster>/failureDomain/<domain>`` holds ``{"brokers": [<broker id>, ...]}``.
 CLUSTERS = "/admin/clusters"
+# TenantInfo at <TENANT_POLICIES>/<tenant>, a namespace's Policies at <TENANT_POLICIES>/<tenant>/<ns>.
+TENANT_POLICIES = "/admin/policies"
 OWNERSHIP = "/namespace"
 # loadmgr's own nodes: the leader's intent per bundle, the fencing epoch and the simulated workload.
 ASSIGNMENTS = "/loadmgr/assignments"

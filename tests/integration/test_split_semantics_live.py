@@ -38,8 +38,14 @@ def test_manual_split_unloads_only_when_asked(cluster: Cluster) -> None:
     wait_for(lambda: set(cluster.owners().values()) == {"b1:8080"} and len(cluster.owners()) == 2, 15)
     first, second = sorted(cluster.bundles())
 
+    # The namespace's Policies node, as pulsar-admin namespaces create leaves it.
+    layout = cluster.admin.read_layout(NS)
+    assert layout is not None
+    cluster.admin.put_json(f"/admin/policies/{NS}", {"bundles": layout.value.to_policies(), "deleted": False})
     svc.split(first, "range_equally_divide")  # pulsar-admin namespaces split-bundle (no -u)
     kids = _children(cluster, first)
+    policies = cluster.admin.get_json(f"/admin/policies/{NS}").value
+    assert policies["bundles"]["numBundles"] == 3 and policies["deleted"] is False  # kept in step
     assert len(kids) == 2 and first not in cluster.bundles()
     assignments = cluster.admin.read_assignments()
     assert {assignments[k].value.broker for k in kids} == {"b1:8080"}
