@@ -125,6 +125,8 @@ class BrokerAgent:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.reports_written = 0
+        self._host_sample: SystemResourceUsage | None = None
+        self._host_sampled_ms = 0
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -206,11 +208,23 @@ class BrokerAgent:
                 changed = True
         self._dirty = self._dirty or changed
 
+    def _host_usage(self, now_ms: int) -> SystemResourceUsage:
+        """The host's usage, measured once per ``loadBalancerHostUsageCheckIntervalMinutes``.
+
+        Pulsar measures on its own schedule (``calculateBrokerHostUsage``) and every report reuses
+        the last measurement, so CPU and NIC rates are averages over that interval, not over the
+        few seconds since the previous report."""
+        interval_ms = self.config.loadBalancerHostUsageCheckIntervalMinutes * 60_000
+        if self._host_sample is None or now_ms - self._host_sampled_ms >= interval_ms:
+            self._host_sample = self.host.sample()
+            self._host_sampled_ms = now_ms
+        return self._host_sample.model_copy(deep=True)
+
     def _report(self) -> None:
         now = self._clock_ms()
         owned = self._owned if self.source.manages_ownership else None
         stats = self.source.bundle_stats(owned if owned is not None else (), now)
-        system = self.source.host_usage(stats) or self.host.sample()
+        system = self.source.host_usage(stats) or self._host_usage(now)
         self.local.update(system, stats)
         last = self._last_written
         if (
