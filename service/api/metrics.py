@@ -63,6 +63,19 @@ PULSAR_LB_COUNTERS: dict[str, tuple[str, str]] = {
     "pulsar_lb_bundles_split_total": ("bundlesSplit", "Bundles split by the automatic bundle split."),
 }
 
+# ModularLoadManagerImpl.updateLoadBalancingBundlesMetrics, exported only with
+# exposeBundlesMetricsInPrometheus: one series per bundle a broker reports, labelled
+# cluster/broker/bundle/metric="bundle", name -> NamespaceBundleStats attribute.
+PULSAR_BUNDLE_GAUGES: dict[str, str] = {
+    "pulsar_bundle_msg_rate_in": "msg_rate_in",
+    "pulsar_bundle_msg_rate_out": "msg_rate_out",
+    "pulsar_bundle_topics_count": "topics",
+    "pulsar_bundle_consumer_count": "consumer_count",
+    "pulsar_bundle_producer_count": "producer_count",
+    "pulsar_bundle_msg_throughput_in": "msg_throughput_in",
+    "pulsar_bundle_msg_throughput_out": "msg_throughput_out",
+}
+
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
@@ -76,8 +89,9 @@ class _Snapshot:
 class _BrokerCollector(Collector):
     """Yields the per-broker gauges from the latest snapshot at scrape time."""
 
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str, expose_bundles: bool = False) -> None:
         self._cluster = cluster
+        self._expose_bundles = expose_bundles
         self._lock = threading.Lock()
         self._snap = _Snapshot()
 
@@ -144,6 +158,20 @@ class _BrokerCollector(Collector):
         live = GaugeMetricFamily("loadmgr_brokers", "Live brokers in the leader's view.", labels=["cluster"])
         live.add_metric([c], float(len(snap.brokers)))
         yield live
+        if self._expose_bundles:
+            yield from self._bundle_families(snap)
+
+    def _bundle_families(self, snap: _Snapshot) -> Iterator[GaugeMetricFamily]:
+        for name, attr in PULSAR_BUNDLE_GAUGES.items():
+            fam = GaugeMetricFamily(
+                name,
+                f"Bundle {attr} as its broker reports it.",
+                labels=["cluster", "broker", "bundle", "metric"],
+            )
+            for broker, data in sorted(snap.brokers.items()):
+                for bundle, stats in sorted(data.last_stats.items()):
+                    fam.add_metric([self._cluster, broker, bundle, "bundle"], float(getattr(stats, attr)))
+            yield fam
 
 
 class _PulsarLbCounters(Collector):
@@ -203,12 +231,17 @@ class PrometheusMetrics:
     """Implements the runtime's ``MetricsSink`` with its own ``CollectorRegistry``."""
 
     def __init__(
-        self, registry: CollectorRegistry | None = None, cluster: str = "standalone", version: str = "0.1.0"
+        self,
+        registry: CollectorRegistry | None = None,
+        cluster: str = "standalone",
+        version: str = "0.1.0",
+        expose_bundles: bool = False,
     ) -> None:
+        """``expose_bundles``: Pulsar's ``exposeBundlesMetricsInPrometheus`` (per-bundle series)."""
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.cluster = cluster
         r = self.registry
-        self._brokers = _BrokerCollector(cluster)
+        self._brokers = _BrokerCollector(cluster, expose_bundles)
         r.register(self._brokers)
         self._pulsar_counters = _PulsarLbCounters(cluster)
         r.register(self._pulsar_counters)

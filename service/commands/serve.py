@@ -62,7 +62,9 @@ def _serve(args: argparse.Namespace) -> int:
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     config = settings.load_balancer_config(dict(os.environ))
-    metrics = PrometheusMetrics(cluster=settings.cluster or "standalone")
+    metrics = PrometheusMetrics(
+        cluster=settings.cluster or "standalone", expose_bundles=config.exposeBundlesMetricsInPrometheus
+    )
     history = None
     if settings.history_enabled:
         from service.longterm.history import HistorySink

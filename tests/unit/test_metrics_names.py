@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from balancer.models import LocalBrokerData, ResourceUsage
-from service.api.metrics import PULSAR_LB_COUNTERS, PULSAR_LB_GAUGES, PrometheusMetrics
+from balancer.models import LocalBrokerData, NamespaceBundleStats, ResourceUsage
+from service.api.metrics import PULSAR_BUNDLE_GAUGES, PULSAR_LB_COUNTERS, PULSAR_LB_GAUGES, PrometheusMetrics
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 # Pulsar's own names are kept verbatim for dashboard compatibility, camelCase included.
-PULSAR_NAMES = set(PULSAR_LB_GAUGES) | set(PULSAR_LB_COUNTERS)
+PULSAR_NAMES = set(PULSAR_LB_GAUGES) | set(PULSAR_LB_COUNTERS) | set(PULSAR_BUNDLE_GAUGES)
 BAD_UNIT_SUFFIXES = (
     "_ms",
     "_millis",
@@ -148,3 +148,18 @@ def test_pulsars_unload_and_split_counters_keep_pulsars_names_labels_and_type() 
     for name in PULSAR_LB_COUNTERS:
         assert fams[name].type == "gauge"  # type: ignore[attr-defined]  # PrometheusMetricsGenerator's type
         assert f"# TYPE {name} gauge" in m.render().decode()
+
+
+def test_per_bundle_family_only_when_exposed_as_pulsar_does() -> None:
+    data = _broker(50)
+    data.last_stats = {"t/ns/0x00000000_0xffffffff": NamespaceBundleStats(msg_rate_in=12.5, topics=3)}
+    view = SimpleNamespace(brokers={"b1:8080": data})
+    off = PrometheusMetrics(cluster="c")
+    off.view_updated(view, {})
+    assert "pulsar_bundle_msg_rate_in" not in off.render().decode()
+    on = PrometheusMetrics(cluster="c", expose_bundles=True)
+    on.view_updated(view, {})
+    labels = {"cluster": "c", "broker": "b1:8080", "bundle": "t/ns/0x00000000_0xffffffff", "metric": "bundle"}
+    assert on.registry.get_sample_value("pulsar_bundle_msg_rate_in", labels) == 12.5
+    assert on.registry.get_sample_value("pulsar_bundle_topics_count", labels) == 3
+    assert set(PULSAR_BUNDLE_GAUGES) <= set(_families(on))
