@@ -10,7 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from balancer.vectors.kinds_loaddata import handle_report_update, handle_time_average
+from balancer.vectors.kinds_loaddata import (
+    handle_report_cadence,
+    handle_report_update,
+    handle_time_average,
+)
 from balancer.vectors.kinds_placement import handle_placement
 from balancer.vectors.kinds_policies import handle_split_unload
 from balancer.vectors.kinds_split import (
@@ -30,4 +34,5 @@ KIND_HANDLERS: dict[str, KindHandler] = {
     "split_algorithm": handle_split_algorithm,
     "topic_to_bundle": handle_topic_to_bundle,
     "split_unload": handle_split_unload,
+    "report_cadence": handle_report_cadence,
 }

@@ -27,6 +27,7 @@ from typing import Protocol
 from balancer.config import LoadBalancerConfig
 from balancer.loaddata import need_report_update
 from balancer.models import LocalBrokerData, NamespaceBundleStats, SystemResourceUsage, TimeAverageBrokerData
+from balancer.report_cadence import host_usage_due
 from service.broker.host_usage import HostUsage
 from service.broker.workload import Scenario
 from service.errors import ServiceError, StaleWrite
@@ -214,8 +215,8 @@ class BrokerAgent:
         Pulsar measures on its own schedule (``calculateBrokerHostUsage``) and every report reuses
         the last measurement, so CPU and NIC rates are averages over that interval, not over the
         few seconds since the previous report."""
-        interval_ms = self.config.loadBalancerHostUsageCheckIntervalMinutes * 60_000
-        if self._host_sample is None or now_ms - self._host_sampled_ms >= interval_ms:
+        last = self._host_sampled_ms if self._host_sample is not None else None
+        if self._host_sample is None or host_usage_due(last, now_ms, self.config):
             self._host_sample = self.host.sample()
             self._host_sampled_ms = now_ms
         return self._host_sample.model_copy(deep=True)
