@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from typing import Any
 
 from service.settings import Settings
@@ -114,7 +113,6 @@ def _delete(args: argparse.Namespace) -> int:
 
 def _policies(args: argparse.Namespace) -> int:
     from balancer.errors import InvalidInput
-    from service.zookeeper.namespaces import isolation_policy_doc
 
     def go(admin: Any, settings: Settings) -> int:
         if args.anti_affinity_group or args.no_anti_affinity_group:
@@ -126,10 +124,9 @@ def _policies(args: argparse.Namespace) -> int:
                 raise InvalidInput("--cluster", cluster, "an isolation policy belongs to a cluster")
             if not args.primary:
                 raise InvalidInput("--primary", args.primary, "an isolation policy needs primary brokers")
-            doc = isolation_policy_doc(
-                [re.escape(args.namespace)], args.primary, args.secondary, args.min_limit
+            admin.isolate(
+                cluster, args.isolation_policy, args.namespace, args.primary, args.secondary, args.min_limit
             )
-            admin.set_isolation_policy(cluster, args.isolation_policy, doc)
             print(f"{cluster}: isolation policy {args.isolation_policy} set for {args.namespace}")
         return 0
 

@@ -40,6 +40,7 @@ from service.leader.metrics_sink import MetricsSink, NoMetrics
 from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
 from service.zookeeper import paths as P
+from service.zookeeper.namespaces import NamespaceAdmin
 from service.zookeeper.store import ZkStore
 
 log = logging.getLogger(__name__)
@@ -371,6 +372,11 @@ class LoadManagerService:
         if assigned is None:
             raise UnknownBroker(f"no live broker can take {bundle}")
         return assigned.value.broker
+
+    def namespaces(self) -> NamespaceAdmin:
+        """Namespace administration on this instance's session: plain compare-and-set writes of
+        Pulsar's admin nodes, so any instance may serve them; the leader reads them on refresh."""
+        return NamespaceAdmin(self.store)
 
     def create_namespace(self, namespace: str, num_bundles: int | None = None) -> NamespaceBundles:
         """Write a namespace's initial layout (``defaultNumberOfNamespaceBundles``); idempotent."""

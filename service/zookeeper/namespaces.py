@@ -12,6 +12,7 @@ two operators editing at once cannot lose an edit.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,6 +120,20 @@ class NamespaceAdmin:
         doc[name] = policy
         self.store.put_json(path, doc, version=None if got is None else got.version)
         return parsed
+
+    def isolate(
+        self,
+        cluster: str,
+        name: str,
+        namespace: str,
+        primary: Sequence[str],
+        secondary: Sequence[str],
+        min_limit: int,
+    ) -> IsolationPolicy:
+        """An isolation policy for exactly ``namespace`` (its name as a literal regex)."""
+        check_namespace(namespace)
+        doc = isolation_policy_doc([re.escape(namespace)], [*primary], [*secondary], min_limit)
+        return self.set_isolation_policy(cluster, name, doc)
 
     def delete_isolation_policy(self, cluster: str, name: str) -> bool:
         path = P.isolation_policies_path(cluster)

@@ -9,6 +9,7 @@ import pytest
 
 from service.commands.cli import main
 from service.zookeeper import paths as P
+from service.zookeeper.namespaces import NamespaceAdmin
 from service.zookeeper.policies import read_placement_policies
 from service.zookeeper.store import ZkStore
 
@@ -83,7 +84,9 @@ def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
     from service.settings import Settings
 
     settings = Settings(cluster="c1", api_token="t")
-    service = SimpleNamespace(store=store, settings=settings, config=LoadBalancerConfig())
+    service = SimpleNamespace(
+        namespaces=lambda: NamespaceAdmin(store), settings=settings, config=LoadBalancerConfig()
+    )
     auth = {"Authorization": "Bearer t"}
     with TestClient(create_app(service, settings)) as api:
         assert api.post("/namespaces/pay/eu", json={}).status_code == 401

@@ -6,7 +6,6 @@ leader decisions; the leader picks the result up on its next refresh.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path
@@ -14,7 +13,6 @@ from fastapi import APIRouter, Body, Path
 from balancer.errors import InvalidInput
 from service.api.deps import Mutation, ServiceDep
 from service.api.schemas import CreateNamespaceRequest, ErrorBody, NamespacePoliciesRequest, NamespaceRow
-from service.zookeeper.namespaces import NamespaceAdmin, isolation_policy_doc
 
 router = APIRouter(prefix="/namespaces", tags=["namespaces"])
 
@@ -29,8 +27,8 @@ Tenant = Annotated[str, Path(description="Tenant")]
 Namespace = Annotated[str, Path(description="Namespace within the tenant")]
 
 
-def _admin(service: Any) -> NamespaceAdmin:
-    return NamespaceAdmin(service.store)
+def _admin(service: Any) -> Any:
+    return service.namespaces()  # a NamespaceAdmin on the service's ZooKeeper session
 
 
 def _cluster(service: Any, requested: str | None) -> str | None:
@@ -102,8 +100,7 @@ def set_policies(
         cluster = _cluster(service, iso.cluster)
         if cluster is None:
             raise InvalidInput("isolationPolicy.cluster", None, "an isolation policy belongs to a cluster")
-        doc = isolation_policy_doc([re.escape(name)], iso.primary, iso.secondary, iso.min_limit)
-        admin.set_isolation_policy(cluster, iso.name, doc)
+        admin.isolate(cluster, iso.name, name, iso.primary, iso.secondary, iso.min_limit)
     row = next((r for r in admin.list() if r.namespace == name), None)
     if row is None:
         raise InvalidInput("namespace", name, "does not exist")
