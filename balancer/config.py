@@ -29,25 +29,26 @@ class LoadBalancerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
 
     # --- switches and classes -------------------------------------------------------------
-    loadBalancerEnabled: bool = _dyn(True, "Master switch for reports and shedding")
+    # Static in Pulsar's ServiceConfiguration (no ``dynamic = true``): changed by restart only.
+    loadBalancerEnabled: bool = _dyn(True, "Master switch for reports and shedding", False)
     loadBalancerSheddingEnabled: bool = _dyn(True, "Run load shedding on the leader")
     loadManagerClassName: str = _dyn(IMPL + "ModularLoadManagerImpl", "This broker's load manager class")
     loadBalancerLoadSheddingStrategy: str = _dyn(
         IMPL + "ThresholdShedder", "Shedding strategy (class or short name)"
     )
     loadBalancerLoadPlacementStrategy: str = _dyn(
-        IMPL + "LeastLongTermMessageRate", "Placement strategy (class or short name)"
+        IMPL + "LeastLongTermMessageRate", "Placement strategy (class or short name)", False
     )
     # --- cadence ------------------------------------------------------------------------------
     loadBalancerSheddingIntervalMinutes: float = _dyn(1.0, "Leader shedding period, minutes")
     loadBalancerSheddingGracePeriodMinutes: float = _dyn(30.0, "Recently-unloaded window, minutes")
     loadBalancerResourceQuotaUpdateIntervalMinutes: float = _dyn(
-        15.0, "Bundle-data and time-average write period, minutes"
+        15.0, "Bundle-data and time-average write period, minutes", False
     )
     loadBalancerReportUpdateThresholdPercentage: int = _dyn(10, "Report change threshold, percent (strict >)")
     loadBalancerReportUpdateMinIntervalMillis: int = _dyn(5000, "Report task period, ms")
     loadBalancerReportUpdateMaxIntervalMinutes: float = _dyn(15.0, "Forced report age, minutes (strict >)")
-    loadBalancerHostUsageCheckIntervalMinutes: float = _dyn(1.0, "Host usage sampling period, minutes", False)
+    loadBalancerHostUsageCheckIntervalMinutes: float = _dyn(1.0, "Host usage sampling period, minutes")
     loadBalancerMaxNumberOfBundlesInBundleLoadReport: int = _dyn(
         10, "Top-K bundles per broker written as bundle data (<=0 all)"
     )
@@ -60,7 +61,9 @@ class LoadBalancerConfig(BaseModel):
     )
     loadBalancerHistoryResourcePercentage: float = _dyn(0.9, "Weight of history in smoothed usage (fraction)")
     loadBalancerBundleUnloadMinThroughputThreshold: float = _dyn(10.0, "Minimum throughput to shed, MB/s")
-    lowerBoundarySheddingEnabled: bool = _dyn(False, "ThresholdShedder sheds toward under-loaded brokers")
+    lowerBoundarySheddingEnabled: bool = _dyn(
+        False, "ThresholdShedder sheds toward under-loaded brokers", False
+    )
     loadBalancerAverageResourceUsageDifferenceThresholdPercentage: int = _dyn(
         10, "LeastResourceUsageWithWeight margin, percent"
     )
@@ -83,11 +86,16 @@ class LoadBalancerConfig(BaseModel):
     minUnloadMessage: int = _dyn(1000, "Minimum msg/s to move")
     minUnloadMessageThroughput: int = _dyn(1048576, "Minimum bytes/s to move")
     maxUnloadBundleNumPerShedding: int = _dyn(-1, "Uniform: bundles per call (-1 no cap)")
-    loadBalancerAvgShedderLowThreshold: float = _dyn(15.0, "AvgShedder low score gap, points")
-    loadBalancerAvgShedderHighThreshold: float = _dyn(40.0, "AvgShedder high score gap, points")
+    # ints in Pulsar's ServiceConfiguration: "15.5" in a broker.conf is refused there too.
+    loadBalancerAvgShedderLowThreshold: int = _dyn(15, "AvgShedder low score gap, points")
+    loadBalancerAvgShedderHighThreshold: int = _dyn(40, "AvgShedder high score gap, points")
     loadBalancerAvgShedderHitCountLowThreshold: int = _dyn(8, "AvgShedder hits needed in the low zone")
     loadBalancerAvgShedderHitCountHighThreshold: int = _dyn(2, "AvgShedder hits needed in the high zone")
     atLeastOneBundleSelected: bool = _dyn(True, "Unload at least one bundle (Overload/Threshold)")
+    namespaceBundleUnloadingTimeoutMs: int = _dyn(60000, "Time allowed to unload one bundle, ms")
+    exposeBundlesMetricsInPrometheus: bool = _dyn(
+        False, "Export per-bundle pulsar_bundle_* metrics on /metrics", False
+    )
     # --- placement filters -------------------------------------------------------------------
     loadBalancerBrokerMaxTopics: int = _dyn(50000, "Max topics per broker for placement")
     loadBalancerDistributeBundlesEvenlyEnabled: bool = _dyn(True, "Spread a namespace's bundles evenly")

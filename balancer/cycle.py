@@ -152,7 +152,7 @@ def _place(
             continue
         group = ctx.anti_affinity_groups.get(ns)
         if group is not None:
-            blocked = anti_affinity_allows_unload(source, cache.brokers, cache.anti_affinity_counts(group))
+            blocked = anti_affinity_allows_unload(source, policy, cache.anti_affinity_counts(group))
             if blocked is not None:
                 blocked.subject = bundle
                 plan.skipped.append(blocked)

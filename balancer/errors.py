@@ -21,6 +21,10 @@ class ConfigError(InvalidInput):
     """A configuration key that is unknown or has a value of the wrong type."""
 
 
+class PreconditionFailed(InvalidInput):
+    """Input Pulsar refuses with HTTP 412 (e.g. a split algorithm not in the supported list)."""
+
+
 class UnknownBundle(LoadMgrError, KeyError):
     """A bundle name that no namespace layout contains."""
 

@@ -28,8 +28,13 @@ def percent_usage(usage: float, limit: float) -> float:
     """Pulsar's ``ResourceUsage.percentUsage()``: usage/limit*100 in float32, 0 when limit <= 0."""
     if limit <= 0:
         return 0.0
+    u, lim = f32(usage), f32(limit)
+    if lim == 0.0:
+        # A positive double below float's range casts to 0f; Java's float division by zero gives
+        # NaN or a signed infinity where Python would raise (a garbage report must not stop a cycle).
+        return math.nan if u == 0.0 or math.isnan(u) else math.copysign(math.inf, u)
     # A double division rounded once to float equals Java's float division (53 >= 2*24+2 bits).
-    return f32(f32(f32(usage) / f32(limit)) * f32(100.0))
+    return f32(f32(u / lim) * f32(100.0))
 
 
 def java_int(x: float) -> int:

@@ -205,6 +205,9 @@ class LocalBrokerData(PulsarModel):
         # Sets serialise in arbitrary order; sorted lists make reports diffable and stable.
         for k in ("bundles", "lastBundleGains", "lastBundleLosses"):
             d[k] = sorted(d[k])
+        # Jackson also writes LocalBrokerData.getMaxResourceUsage() (a fraction); readers of the
+        # node such as Pulsar's admin tools expect it there.
+        d["maxResourceUsage"] = self.max_resource_usage()
         return d
 
 

@@ -29,8 +29,9 @@ class PulsarModel(BaseModel):
     )
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The object as Pulsar would serialise it (camelCase members)."""
-        return self.model_dump(by_alias=True, mode="json")
+        """The object as Pulsar would serialise it: camelCase members, and null members left out, as
+        Pulsar's ObjectMapperFactory mapper does (``Include.NON_NULL``)."""
+        return self.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
 def _none_to_zero(v: Any) -> Any:

@@ -25,6 +25,11 @@ class Settings(BaseSettings):
     zk_chroot: str = Field("", description="Optional chroot, e.g. /pulsar-cluster-a")
     zk_session_timeout_s: float = Field(10.0, description="ZooKeeper session timeout, seconds")
     instance_id: str = Field("", description="This instance's id (default host:http_port)")
+    cluster: str = Field(
+        "",
+        description="Pulsar's clusterName: whose /admin/clusters/<cluster> isolation policies and failure "
+        "domains apply, and the metrics' cluster label (empty: the only cluster in ZooKeeper)",
+    )
     http_host: str = Field("127.0.0.1", description="REST bind address")
     http_port: int = Field(8080, description="REST port")
     api_token: str | None = Field(None, description="Admin bearer token: every mutation needs it")

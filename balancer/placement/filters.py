@@ -129,8 +129,12 @@ def max_topics_filter(
 
 # ---- 3. anti-affinity -----------------------------------------------------------------------------
 def anti_affinity_counts(ctx: PlacementContext, group: str) -> dict[str, int]:
-    """broker -> number of namespaces of ``group`` it holds bundles of (brokers with none absent)."""
-    members = {ns for ns, g in ctx.anti_affinity_groups.items() if g == group}
+    """broker -> number of namespaces of ``group`` it holds bundles of (brokers with none absent).
+
+    Group names compare case-insensitively, as ``LoadManagerShared.getAntiAffinityNamespaceOwnedBrokers``
+    does (``equalsIgnoreCase``): an operator's ``Payments`` and ``payments`` are one group."""
+    key = group.casefold()
+    members = {ns for ns, g in ctx.anti_affinity_groups.items() if g.casefold() == key}
     out: dict[str, int] = {}
     for broker, per_ns in ctx.bundle_ranges.items():
         n = sum(1 for ns, r in per_ns.items() if r and ns in members)
@@ -170,21 +174,34 @@ def anti_affinity_filter(
 
 
 def anti_affinity_allows_unload(
-    source: str, brokers: Sequence[str], counts: Mapping[str, int]
+    source: str, candidates: Sequence[str], counts: Mapping[str, int]
 ) -> Explanation | None:
-    """Pulsar's shouldAntiAffinityNamespaceUnload: None when moving may help, else why it cannot."""
+    """Pulsar's ``LoadManagerShared.shouldAntiAffinityNamespaceUnload``: None when the unload may go
+    ahead, else why not.
+
+    ``candidates`` is the namespace's policy set (``applyNamespacePolicies`` over the available
+    brokers, as ``ModularLoadManagerImpl.shouldAntiAffinityNamespaceUnload`` computes it), not
+    every broker: a broker the namespace may not use cannot take the bundle either. The unload is
+    refused only when the source holds the least count, that count is not zero, and *every*
+    candidate holds exactly that count: then wherever the bundle went the group would be no more
+    spread than it is. When some candidate holds more, moving may still spread the group.
+    """
     if not counts:
         return None
-    least = min((counts.get(b, 0) for b in brokers), default=0)
-    here = counts.get(source, 0)
+    least = min((counts.get(b, 0) for b in candidates), default=0)
+    here = counts.get(source, 0) if source in candidates else 0
     if least == 0 or here > least:
+        return None
+    at_least = sum(1 for b in candidates if counts.get(b, 0) == least)
+    if at_least != len(candidates):
         return None
     return explain(
         "anti_affinity_blocks_unload",
-        "no broker holds fewer namespaces of the anti-affinity group",
+        f"all {len(candidates)} candidate brokers hold {least} namespaces of the anti-affinity group",
         subject=source,
         source_count=here,
         least=least,
+        candidates=len(candidates),
     )
 
 

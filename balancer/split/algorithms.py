@@ -12,7 +12,7 @@ from itertools import pairwise
 
 from balancer.bundles import BundleRange, NamespaceBundles
 from balancer.config import LoadBalancerConfig
-from balancer.errors import InvalidInput
+from balancer.errors import InvalidInput, PreconditionFailed
 from balancer.models import MIB, NamespaceBundleStats
 
 RANGE_EQUALLY_DIVIDE = "range_equally_divide"
@@ -116,10 +116,22 @@ def split_boundaries(
 
 
 def resolve_algorithm(requested: str | None, config: LoadBalancerConfig) -> str:
-    """Pulsar's fallback: no name or an unsupported one -> the default, then range_equally_divide."""
+    """The algorithm a split uses, as Pulsar's ``NamespacesBase`` resolves it.
+
+    A name that is not in ``supportedNamespaceBundleSplitAlgorithms`` is refused with
+    :class:`PreconditionFailed` (Pulsar's HTTP 412) rather than silently replaced. No name, or a
+    supported name no algorithm answers to, falls back to ``defaultNamespaceBundleSplitAlgorithm``
+    and then ``range_equally_divide`` (``getNamespaceBundleSplitAlgorithmByName``)."""
     supported = config.supportedNamespaceBundleSplitAlgorithms
-    if requested and requested in supported and requested in ALGORITHMS:
-        return requested
+    if requested and requested.strip():
+        if requested not in supported:
+            raise PreconditionFailed(
+                "algorithm",
+                requested,
+                f"unsupported namespace bundle split algorithm; supported algorithms are {list(supported)}",
+            )
+        if requested in ALGORITHMS:
+            return requested
     default = config.defaultNamespaceBundleSplitAlgorithm
     return default if default in supported and default in ALGORITHMS else RANGE_EQUALLY_DIVIDE
 

@@ -10,8 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from balancer.vectors.kinds_loaddata import handle_report_update, handle_time_average
+from balancer.vectors.kinds_loaddata import (
+    handle_report_cadence,
+    handle_report_update,
+    handle_time_average,
+)
 from balancer.vectors.kinds_placement import handle_placement
+from balancer.vectors.kinds_policies import handle_split_unload
 from balancer.vectors.kinds_split import (
     handle_split_algorithm,
     handle_split_condition,
@@ -28,4 +33,6 @@ KIND_HANDLERS: dict[str, KindHandler] = {
     "split_condition": handle_split_condition,
     "split_algorithm": handle_split_algorithm,
     "topic_to_bundle": handle_topic_to_bundle,
+    "split_unload": handle_split_unload,
+    "report_cadence": handle_report_cadence,
 }

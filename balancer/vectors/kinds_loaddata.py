@@ -20,6 +20,7 @@ from balancer.models import (
     ResourceQuota,
     TimeAverageMessageData,
 )
+from balancer.report_cadence import host_usage_due
 from balancer.vectors.kinds_common import Case, expect, run_cases, unsupported, vector_config
 from balancer.vectors.report import RoundReport
 
@@ -128,3 +129,27 @@ def _top_k(name: str, data: dict[str, Any]) -> list[RoundReport]:
         return expect("written bundle indexes", sorted(exp["written_bundle_indexes"]), written)
 
     return run_cases(name, [("top-k", case)])
+
+
+# ---- report_cadence -------------------------------------------------------------------------------
+def handle_report_cadence(name: str, data: dict[str, Any]) -> list[RoundReport]:
+    """Each case: report times (ms), optional config changes at given times, and the report times
+    at which the host is measured (the others reuse the last measurement)."""
+    cases: list[tuple[str, Case]] = []
+    for i, c in enumerate(data["input"]["cases"]):
+
+        def case(c: dict[str, Any] = c) -> list[str]:
+            overrides: dict[str, Any] = dict(c.get("config") or {})
+            changes = {int(t): v for t, v in (c.get("config_changes_at") or {}).items()}
+            last: int | None = None
+            measured = []
+            for t in c["report_times_ms"]:
+                overrides.update(changes.get(int(t), {}))
+                config = vector_config(data.get("config"), overrides)
+                if host_usage_due(last, int(t), config):
+                    last = int(t)
+                    measured.append(int(t))
+            return expect("measured at", c["expected_measured_at_ms"], measured)
+
+        cases.append((f"case {i}: {c.get('label', '')}".rstrip(": "), case))
+    return run_cases(name, cases)

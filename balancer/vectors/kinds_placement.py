@@ -21,6 +21,11 @@ from balancer.placement.least_resource_usage_with_weight import LeastResourceUsa
 from balancer.placement.pipeline import assign_bundle
 from balancer.placement.round_robin import RoundRobinBrokerSelector
 from balancer.vectors.kinds_common import Case, expect, run_cases, snake, unsupported, vector_config
+from balancer.vectors.kinds_policies import (
+    handle_anti_affinity_filter,
+    handle_anti_affinity_unload,
+    handle_shedding_cycle,
+)
 from balancer.vectors.report import RoundReport
 
 RESOURCES = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
@@ -45,6 +50,9 @@ def handle_placement(name: str, data: dict[str, Any]) -> list[RoundReport]:
         "BrokerLoadManagerClassFilter": _class_filter,
         "applyNamespacePolicies": _isolation,
         "removeMostServicingBrokersForNamespace": _even_distribution,
+        "filterAntiAffinityGroupOwnedBrokers": handle_anti_affinity_filter,
+        "shouldAntiAffinityNamespaceUnload": handle_anti_affinity_unload,
+        "doLoadShedding": handle_shedding_cycle,
     }
     h = handlers.get(str(cfg.get("filter")))
     if h is not None:

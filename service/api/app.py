@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from service.api import errors
 from service.api.auth import Authenticator, Reader
 from service.api.guard import install_guard
-from service.api.routers import brokers, bundles, cluster, shedding
+from service.api.routers import brokers, bundles, cluster, namespaces, shedding
 from service.settings import Settings
 
 API_DESCRIPTION = """Live load manager for Apache-Pulsar-style broker clusters.
@@ -45,7 +45,7 @@ def create_app(service: Any, settings: Settings, registry: CollectorRegistry | N
     app.state.settings = settings
     app.state.auth = Authenticator(settings)
     errors.install(app)
-    for router in (brokers.router, bundles.router, cluster.router, shedding.router):
+    for router in (brokers.router, bundles.router, cluster.router, namespaces.router, shedding.router):
         app.include_router(router, dependencies=[Reader])
     app.include_router(cluster.health)  # probes carry no token
     install_guard(app, settings)

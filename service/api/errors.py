@@ -18,7 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from balancer.errors import InvalidInput, UnknownBroker, UnknownBundle
+from balancer.errors import InvalidInput, PreconditionFailed, UnknownBroker, UnknownBundle
 from service.errors import AdminRequired, ExecutorError, NotLeader, StaleWrite, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,12 @@ def install(app: FastAPI) -> None:
     async def _invalid(_: Request, exc: InvalidInput) -> JSONResponse:
         detail = [{"field": exc.field, "value": _plain(exc.value), "reason": exc.reason}]
         return _error(422, type(exc).__name__, detail)
+
+    @app.exception_handler(PreconditionFailed)
+    async def _precondition(_: Request, exc: PreconditionFailed) -> JSONResponse:
+        # Pulsar's admin API answers these with 412 Precondition Failed; tools check the status.
+        detail = [{"field": exc.field, "value": _plain(exc.value), "reason": exc.reason}]
+        return _error(412, "PreconditionFailed", detail)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:

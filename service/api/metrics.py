@@ -65,6 +65,31 @@ BROKER_GAUGES: dict[str, tuple[str, str]] = {
 ZK_ERROR_KINDS = ("StoreUnavailable", "StaleWrite", "suspended", "lost")
 # The reason codes of Pulsar's split conditions (balancer.split.conditions).
 SPLIT_REASONS = ("too_many_topics", "too_many_sessions", "msg_rate_too_high", "throughput_too_high")
+# ModularLoadManagerImpl's leader counters, as PrometheusMetricsGenerator exposes them: the name
+# is the Java key with ``brk_`` -> ``pulsar_`` (``brk_lb_unload_broker_total`` and so on), typed
+# gauge (parseMetricsToPrometheusMetrics writes every load-balancing metric as a gauge), labelled
+# with the cluster and the ``metric`` dimension. Their values only grow while this process lives.
+PULSAR_LB_COUNTERS: dict[str, tuple[str, str]] = {
+    "pulsar_lb_unload_broker_total": (
+        "bundleUnloading",
+        "Brokers that shed at least one bundle, per cycle, summed.",
+    ),
+    "pulsar_lb_unload_bundle_total": ("bundleUnloading", "Bundles unloaded by load shedding."),
+    "pulsar_lb_bundles_split_total": ("bundlesSplit", "Bundles split by the automatic bundle split."),
+}
+
+# ModularLoadManagerImpl.updateLoadBalancingBundlesMetrics, exported only with
+# exposeBundlesMetricsInPrometheus: one series per bundle a broker reports, labelled
+# cluster/broker/bundle/metric="bundle", name -> NamespaceBundleStats attribute.
+PULSAR_BUNDLE_GAUGES: dict[str, str] = {
+    "pulsar_bundle_msg_rate_in": "msg_rate_in",
+    "pulsar_bundle_msg_rate_out": "msg_rate_out",
+    "pulsar_bundle_topics_count": "topics",
+    "pulsar_bundle_consumer_count": "consumer_count",
+    "pulsar_bundle_producer_count": "producer_count",
+    "pulsar_bundle_msg_throughput_in": "msg_throughput_in",
+    "pulsar_bundle_msg_throughput_out": "msg_throughput_out",
+}
 
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -79,8 +104,9 @@ class _Snapshot:
 class _BrokerCollector(Collector):
     """Yields the per-broker gauges from the latest snapshot at scrape time."""
 
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str, expose_bundles: bool = False) -> None:
         self._cluster = cluster
+        self._expose_bundles = expose_bundles
         self._lock = threading.Lock()
         self._snap = _Snapshot()
 
@@ -147,6 +173,44 @@ class _BrokerCollector(Collector):
         live = GaugeMetricFamily("loadmgr_brokers", "Live brokers in the leader's view.", labels=["cluster"])
         live.add_metric([c], float(len(snap.brokers)))
         yield live
+        if self._expose_bundles:
+            yield from self._bundle_families(snap)
+
+    def _bundle_families(self, snap: _Snapshot) -> Iterator[GaugeMetricFamily]:
+        for name, attr in PULSAR_BUNDLE_GAUGES.items():
+            fam = GaugeMetricFamily(
+                name,
+                f"Bundle {attr} as its broker reports it.",
+                labels=["cluster", "broker", "bundle", "metric"],
+            )
+            for broker, data in sorted(snap.brokers.items()):
+                for bundle, stats in sorted(data.last_stats.items()):
+                    fam.add_metric([self._cluster, broker, bundle, "bundle"], float(getattr(stats, attr)))
+            yield fam
+
+
+class _PulsarLbCounters(Collector):
+    """Pulsar's leader counters (see :data:`PULSAR_LB_COUNTERS`), yielded at scrape time."""
+
+    def __init__(self, cluster: str) -> None:
+        self._cluster = cluster
+        self._lock = threading.Lock()
+        self._values = dict.fromkeys(PULSAR_LB_COUNTERS, 0)
+
+    def add(self, name: str, n: int) -> None:
+        with self._lock:
+            self._values[name] += n
+
+    def describe(self) -> list[Any]:
+        return list(self.collect())
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            values = dict(self._values)
+        for name, (metric, doc) in PULSAR_LB_COUNTERS.items():
+            fam = GaugeMetricFamily(name, doc, labels=["cluster", "metric"])
+            fam.add_metric([self._cluster, metric], float(values[name]))
+            yield fam
 
 
 class _ServiceCollector(Collector):
@@ -223,16 +287,23 @@ class PrometheusMetrics:
     """Implements the runtime's ``MetricsSink`` with its own ``CollectorRegistry``."""
 
     def __init__(
-        self, registry: CollectorRegistry | None = None, cluster: str = "standalone", version: str = "0.1.0"
+        self,
+        registry: CollectorRegistry | None = None,
+        cluster: str = "standalone",
+        version: str = "0.1.0",
+        expose_bundles: bool = False,
     ) -> None:
+        """``expose_bundles``: Pulsar's ``exposeBundlesMetricsInPrometheus`` (per-bundle series)."""
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.cluster = cluster
         r = self.registry
-        self._brokers = _BrokerCollector(cluster)
+        self._brokers = _BrokerCollector(cluster, expose_bundles)
         r.register(self._brokers)
         # Every series carries ``cluster``, so one Prometheus can watch several clusters and the
         # dashboard's cluster variable filters every panel.
         labels = ["cluster"]
+        self._pulsar_counters = _PulsarLbCounters(cluster)
+        r.register(self._pulsar_counters)
         self.cycle_seconds = Histogram(
             "loadmgr_shedding_cycle_duration_seconds",
             "Wall time of one leader shedding cycle.",
@@ -315,6 +386,14 @@ class PrometheusMetrics:
 
     def split_done(self, reason: str) -> None:
         self.splits.labels(self.cluster, reason or "unknown").inc()
+
+    def shedding_unloads(self, brokers: int, bundles: int) -> None:
+        """One shedding cycle's applied unloads: ``brokers`` that lost at least one of ``bundles``."""
+        self._pulsar_counters.add("pulsar_lb_unload_broker_total", brokers)
+        self._pulsar_counters.add("pulsar_lb_unload_bundle_total", bundles)
+
+    def auto_splits(self, bundles: int) -> None:
+        self._pulsar_counters.add("pulsar_lb_bundles_split_total", bundles)
 
     def leader_changed(self, is_leader: bool) -> None:
         if is_leader != self._leader:

@@ -34,6 +34,9 @@ class SplitRequest(_Body):
         description="Hash positions for specified_positions_divide (0 to 2^32)",
         max_length=64,
     )
+    unload: bool = Field(
+        False, description="Also unload the children, as `pulsar-admin namespaces split-bundle -u`"
+    )
 
 
 class ErrorBody(BaseModel):
@@ -107,3 +110,30 @@ class DryRun(BaseModel):
 class Health(BaseModel):
     status: str
     details: dict[str, Any] = Field(default_factory=dict)
+
+
+class NamespaceRow(BaseModel):
+    namespace: str
+    bundles: int
+    namespace_anti_affinity_group: str | None = Field(None, alias="namespaceAntiAffinityGroup")
+
+
+class CreateNamespaceRequest(_Body):
+    bundles: int | None = Field(None, ge=1, le=1024, description="Initial bundles (default: the config's)")
+    cluster: str | None = Field(None, min_length=1, description="Replication cluster (default: this one's)")
+    namespace_anti_affinity_group: str | None = Field(None, alias="namespaceAntiAffinityGroup", min_length=1)
+
+
+class IsolationPolicyRequest(_Body):
+    name: str = Field(min_length=1, description="Policy name in the cluster's namespaceIsolationPolicies")
+    primary: list[str] = Field(min_length=1, description="Primary broker host regexes")
+    secondary: list[str] = Field(default_factory=list, description="Secondary broker host regexes")
+    min_limit: int = Field(1, alias="minLimit", ge=0, description="Use secondaries below this many primaries")
+    cluster: str | None = Field(None, min_length=1, description="Cluster (default: this one's)")
+
+
+class NamespacePoliciesRequest(_Body):
+    namespace_anti_affinity_group: str | None = Field(
+        None, alias="namespaceAntiAffinityGroup", description="Set the group; empty string removes it"
+    )
+    isolation_policy: IsolationPolicyRequest | None = Field(None, alias="isolationPolicy")

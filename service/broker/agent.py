@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import threading
 import time
@@ -25,6 +26,7 @@ from typing import Protocol
 from balancer.config import LoadBalancerConfig
 from balancer.loaddata import need_report_update
 from balancer.models import LocalBrokerData, NamespaceBundleStats, SystemResourceUsage, TimeAverageBrokerData
+from balancer.report_cadence import host_usage_due
 from service.broker.host_usage import HostUsage
 from service.broker.workload import Scenario
 from service.errors import ServiceError, StaleWrite
@@ -73,6 +75,15 @@ class SimulatedSource:
         return self._last.host_usage(stats)
 
 
+def agent_version() -> str:
+    """A semantic version for ``brokerVersionString``: Pulsar's BrokerVersionFilter parses it as semver
+    and, with ``preferLaterVersions``, gives up on the whole filter when one broker's does not parse."""
+    try:
+        return importlib.metadata.version("loadmgr")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.1.0"
+
+
 class BrokerAgent:
     """Runs the broker's ownership and report loops on one background thread."""
 
@@ -84,6 +95,7 @@ class BrokerAgent:
         source: StatsSource,
         host: HostUsage | None = None,
         web_url: str | None = None,
+        native_url: str | None = None,
         ownership_poll_s: float = 1.0,
         report_interval_s: float | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
@@ -94,7 +106,9 @@ class BrokerAgent:
         self.source = source
         self.host = host or HostUsage(nic_speed_override_gbps=config.loadBalancerOverrideBrokerNicSpeedGbps)
         self.web_url = web_url or f"http://{broker_id}"
-        self.urls = {"httpUrl": self.web_url, "nativeUrl": f"pulsar://{broker_id.rsplit(':', 1)[0]}:6650"}
+        # Pulsar's brokerServicePort defaults to 6650; a broker that listens elsewhere says so.
+        native = native_url or f"pulsar://{broker_id.rsplit(':', 1)[0]}:6650"
+        self.urls = {"nativeUrl": native, "httpUrl": self.web_url}
         self.ownership_poll_s = ownership_poll_s
         self.report_interval_s = report_interval_s or config.loadBalancerReportUpdateMinIntervalMillis / 1000
         self._clock_ms = clock_ms
@@ -102,7 +116,7 @@ class BrokerAgent:
             web_service_url=self.web_url,
             pulsar_service_url=self.urls["nativeUrl"],
             load_manager_class_name=config.loadManagerClassName,
-            broker_version_string="loadmgr-agent",
+            broker_version_string=agent_version(),
             start_timestamp=clock_ms(),
         )
         self._last_written: LocalBrokerData | None = None
@@ -113,6 +127,8 @@ class BrokerAgent:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.reports_written = 0
+        self._host_sample: SystemResourceUsage | None = None
+        self._host_sampled_ms = 0
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -205,11 +221,23 @@ class BrokerAgent:
                 changed = True
         self._dirty = self._dirty or changed
 
+    def _host_usage(self, now_ms: int) -> SystemResourceUsage:
+        """The host's usage, measured once per ``loadBalancerHostUsageCheckIntervalMinutes``.
+
+        Pulsar measures on its own schedule (``calculateBrokerHostUsage``) and every report reuses
+        the last measurement, so CPU and NIC rates are averages over that interval, not over the
+        few seconds since the previous report."""
+        last = self._host_sampled_ms if self._host_sample is not None else None
+        if self._host_sample is None or host_usage_due(last, now_ms, self.config):
+            self._host_sample = self.host.sample()
+            self._host_sampled_ms = now_ms
+        return self._host_sample.model_copy(deep=True)
+
     def _report(self) -> None:
         now = self._clock_ms()
         owned = self._owned if self.source.manages_ownership else None
         stats = self.source.bundle_stats(owned if owned is not None else (), now)
-        system = self.source.host_usage(stats) or self.host.sample()
+        system = self.source.host_usage(stats) or self._host_usage(now)
         self.local.update(system, stats)
         last = self._last_written
         if (

@@ -91,9 +91,10 @@ class HostUsage:
         return float(len(affinity(0))) if affinity is not None else float(self.host_cpus())
 
     def nic_limit_kbps(self) -> float:
-        if self.nic_speed_override_gbps is not None:
-            return self.nic_speed_override_gbps * 1_000_000
         speeds = self.nic_speeds_mbps()
+        if self.nic_speed_override_gbps is not None:
+            # Pulsar's LinuxBrokerHostUsageImpl: the override is per NIC, times the physical NICs.
+            return self.nic_speed_override_gbps * 1_000_000 * len(physical_nics(list(speeds)))
         return float(sum(max(s, 0) for n, s in speeds.items() if n in physical_nics(list(speeds)))) * 1000
 
     def _nic_bytes(self) -> tuple[int, int]:

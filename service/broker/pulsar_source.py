@@ -1,8 +1,12 @@
-"""Per-bundle stats of a real Pulsar broker, from ``GET /admin/v2/broker-stats/topics``.
+"""A real Pulsar broker's load figures, from its own admin API.
 
-That endpoint returns ``{namespace: {bundleRange: {"persistent"|"non-persistent": {topic: stats}}}}``
-for the topics the broker serves; the agent sums each bundle's topics into one
-NamespaceBundleStats, the way the broker builds ``lastStats`` for its own load report.
+First ``GET /admin/v2/broker-stats/load-report``: the broker's LocalBrokerData as its load manager
+builds it (``lastStats`` per bundle, and the JVM's heap and direct memory, CPU and NIC usage as the
+broker measures them), so the agent reports Pulsar's own figures. Where that is not a
+LocalBrokerData (another load manager, an older broker, an error), the per-bundle stats come from
+``GET /admin/v2/broker-stats/topics`` (``{namespace: {bundleRange: {"persistent"|"non-persistent":
+{topic: stats}}}}``), summed per bundle as the broker builds ``lastStats``, and host usage is
+measured locally.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from typing import Any
 
 import httpx
 
-from balancer.models import NamespaceBundleStats, SystemResourceUsage
+from balancer.models import LocalBrokerData, NamespaceBundleStats, SystemResourceUsage
 from service.errors import ExecutorError
 
 log = logging.getLogger(__name__)
 
 TOPICS_STATS_PATH = "/admin/v2/broker-stats/topics"
+LOAD_REPORT_PATH = "/admin/v2/broker-stats/load-report"
 
 
 def _num(d: Mapping[str, Any], key: str) -> float:
@@ -84,8 +89,31 @@ class PulsarBrokerSource:
         self._client = client or httpx.Client(
             base_url=web_url.rstrip("/"), headers=headers, timeout=timeout_s
         )
+        self._report: LocalBrokerData | None = None
+
+    def load_report(self) -> LocalBrokerData | None:
+        """The broker's own LocalBrokerData, or None when it does not serve one we can use."""
+        try:
+            resp = self._client.get(LOAD_REPORT_PATH)
+            if resp.status_code != 200:
+                return None
+            doc = resp.json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        if not isinstance(doc, dict) or (
+            "lastStats" not in doc and doc.get("loadReportType") != "LocalBrokerData"
+        ):
+            return None  # e.g. the SimpleLoadManager's LoadReport
+        try:
+            return LocalBrokerData.model_validate(doc)
+        except ValueError as e:  # pydantic's ValidationError is a ValueError
+            log.info("load report of %s not usable: %s", self._client.base_url, e)
+            return None
 
     def bundle_stats(self, owned: Collection[str], now_ms: int) -> dict[str, NamespaceBundleStats]:
+        self._report = self.load_report()
+        if self._report is not None:
+            return dict(self._report.last_stats)
         try:
             resp = self._client.get(TOPICS_STATS_PATH)
             resp.raise_for_status()
@@ -97,7 +125,8 @@ class PulsarBrokerSource:
         return sum_topics_per_bundle(doc)
 
     def host_usage(self, stats: dict[str, NamespaceBundleStats]) -> SystemResourceUsage | None:
-        return None
+        """The broker's own figures (JVM heap as memory, direct memory) when it sent a load report."""
+        return self._report.usages() if self._report is not None else None
 
     def close(self) -> None:
         self._client.close()

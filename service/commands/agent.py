@@ -34,6 +34,10 @@ def register(sub: Any) -> None:
         "--pulsar-url", help="The broker's web service URL (pulsar source); default http://<broker-id>"
     )
     p.add_argument(
+        "--native-url",
+        help="The broker's binary protocol URL (brokerServiceUrl); default pulsar://<host>:6650",
+    )
+    p.add_argument(
         "--pulsar-token",
         default=os.environ.get("LOADMGR_PULSAR_TOKEN"),
         help="Pulsar admin API token (prefer LOADMGR_PULSAR_TOKEN or --pulsar-token-file: argv shows in ps)",
@@ -81,6 +85,7 @@ def build_agent(args: argparse.Namespace, settings: Settings) -> BrokerAgent:
         config,
         source,
         web_url=args.pulsar_url,
+        native_url=args.native_url,
         ownership_poll_s=args.ownership_poll,
         report_interval_s=args.report_interval,
     )

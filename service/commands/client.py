@@ -54,6 +54,9 @@ def register(sub: Any) -> None:
         "leader splitting through Pulsar's admin API has (default: the leader's configured one)",
     )
     p.add_argument("--positions", help="Comma-separated hash positions (specified_positions_divide)")
+    p.add_argument(
+        "-u", "--unload", action="store_true", help="Also unload the children (pulsar-admin split-bundle -u)"
+    )
     p.set_defaults(func=_split)
     p = sub.add_parser("dry-run", parents=[common], help="What shedding would move now, changing nothing")
     p.set_defaults(func=_dry_run)
@@ -232,6 +235,8 @@ def _split(args: argparse.Namespace) -> int:
             body["algorithm"] = a.algorithm
         if a.positions:
             body["positions"] = [int(x, 0) for x in a.positions.split(",") if x.strip()]
+        if a.unload:
+            body["unload"] = True
         r = _call(a, "POST", f"/bundles/{a.bundle}/split", json=body)
         return _emit(a, r, _decision_text(r.get("decision") or {}))
 

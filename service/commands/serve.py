@@ -47,8 +47,8 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--cluster",
-        default=os.environ.get("LOADMGR_CLUSTER", "standalone"),
-        help="Value of the `cluster` label on metrics (LOADMGR_CLUSTER)",
+        help="Pulsar's clusterName: whose isolation policies and failure domains apply, and the "
+        "metrics' cluster label (LOADMGR_CLUSTER; default: the only cluster in ZooKeeper)",
     )
     p.set_defaults(func=_serve)
 
@@ -65,6 +65,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         ("tls_key", "http_tls_keyfile"),
         ("broker_conf", "broker_conf"),
         ("session_timeout", "zk_session_timeout_s"),
+        ("cluster", "cluster"),
     ):
         value = getattr(args, attr, None)
         if value is not None:
@@ -130,7 +131,9 @@ def _serve(args: argparse.Namespace) -> int:
         # printed, not logged: it must show whatever the log level
         print(warning, file=sys.stderr, flush=True)
     config = settings.load_balancer_config(dict(os.environ))
-    metrics = PrometheusMetrics(cluster=args.cluster)
+    metrics = PrometheusMetrics(
+        cluster=settings.cluster or "standalone", expose_bundles=config.exposeBundlesMetricsInPrometheus
+    )
     history = None
     if settings.history_enabled:
         try:

@@ -98,8 +98,10 @@ class ZkExecutor:
     def split(
         self, bundle: str, algorithm: str | None, positions: Sequence[int] | None, unload: bool = False
     ) -> list[str]:
-        """Cut ``bundle`` at ``positions`` (already computed boundaries); children go to the parent's owner.
+        """Cut ``bundle`` at ``positions`` (already computed boundaries).
 
+        Without ``unload`` the children go to the parent's owner; with it they are left unassigned,
+        so the leader places each afresh (Pulsar unloads them and the next lookup assigns them).
         One transaction: the layout (compare-and-set on its version), the children's assignments,
         and the removal of the parent's assignment and bundle data.
         """
@@ -120,7 +122,13 @@ class ZkExecutor:
         broker = owner.broker if owner is not None else (current.value.broker if current else None)
         tx = self._store.fenced(self.current_fence())
         tx.set_json(P.policies_path(ns), self._store.layout_doc(ns, new_layout), got.version)
-        if broker is not None:
+        # Pulsar (NamespaceService.updateNamespaceBundlesForPolicies) keeps the bundles of the
+        # namespace's Policies node in step with LocalPolicies; admin tools read them there.
+        policies = self._store.get_json(P.join(P.TENANT_POLICIES, ns))
+        if policies is not None and isinstance(policies.value, dict) and "bundles" in policies.value:
+            doc = dict(policies.value, bundles=new_layout.to_policies())
+            tx.set_json(P.join(P.TENANT_POLICIES, ns), doc, policies.version)
+        if broker is not None and not unload:
             for child in children:
                 doc = ZkStore.assignment_doc(Assignment(broker, None, f"split of {bundle}", self._clock_ms()))
                 tx.upsert_json(P.assignment_path(child), doc)

@@ -28,7 +28,8 @@ from balancer.split.algorithms import (
     split_boundaries,
     split_layout,
 )
-from balancer.split.conditions import find_bundles_to_split
+from balancer.split.conditions import find_bundles_to_split, split_enabled
+from balancer.split.unload import split_unload
 from service.errors import ServiceError, StaleWrite
 from service.leader.cluster_view import DecisionLog, DecisionRecord
 from service.leader.executors import Executor, ZkExecutor
@@ -98,6 +99,7 @@ class LeaderJobs:
             return None
         plan = plan_shedding_cycle(self.view.load, config, shedder, placement, self.view.ctx, now, self.rng)
         applied = 0
+        sources: set[str] = set()
         for move in plan.moves:
             if not self.is_leader():
                 log.warning("leadership lost mid-cycle; %s stays on %s", move.bundle, move.source)
@@ -120,6 +122,7 @@ class LeaderJobs:
                     break
                 continue
             applied += 1
+            sources.add(move.source)
             self._record(
                 "shedding",
                 move.explanation,
@@ -128,6 +131,8 @@ class LeaderJobs:
                 destination=move.destination,
             )
             self.metrics.unloaded(move.explanation.reason)
+        # Pulsar's doLoadShedding counts what it unloaded, not what the strategy proposed.
+        self.metrics.shedding_unloads(len(sources), applied)
         self.last_plan = plan
         self.cycles += 1
         if self.history is not None:
@@ -246,16 +251,31 @@ class LeaderJobs:
         self, config: LoadBalancerConfig, shedder: LoadSheddingStrategy, placement: PlacementStrategy
     ) -> int:
         snap = self.view.refresh(self.store, now_ms(), (shedder, placement), sample=False)
+        if split_enabled(self.view.load, config) is not None:
+            return 0  # switched off, or a single broker: Pulsar's checkNamespaceBundleSplit returns too
         counts = {ns: len(got.value.ranges) for ns, got in snap.layouts.items()}
         done = 0
         for cand in find_bundles_to_split(self.view.load, config, counts):
             if not self.is_leader():
                 break
+            unload, unload_why = split_unload(cand.bundle, cand.broker, self.view.load, config, self.view.ctx)
+            cand.explanation.numbers.update(unload=unload, unloadReason=unload_why.reason)
             try:
-                self.split(cand.bundle, None, None, config, snap, cand.explanation, kind="split")
+                self.split(
+                    cand.bundle,
+                    None,
+                    None,
+                    config,
+                    snap,
+                    cand.explanation,
+                    kind="split",
+                    unload=unload,
+                    strategies=(shedder, placement),
+                )
                 done += 1
             except (ServiceError, InvalidInput, UnknownBundle) as e:
                 log.warning("auto split of %s skipped: %s", cand.bundle, e)
+        self.metrics.auto_splits(done)
         return done
 
     def split(
@@ -267,18 +287,21 @@ class LeaderJobs:
         snap: Snapshot,
         why: Explanation,
         kind: Any = "manual",
+        unload: bool = False,
+        strategies: tuple[LoadSheddingStrategy, PlacementStrategy] | None = None,
     ) -> DecisionRecord:
+        """Split ``bundle``; with ``unload`` its children are unloaded and placed afresh (Pulsar's
+        ``split?unload=true``), otherwise they stay with the parent's owner (the admin default)."""
         ns, rng = split_bundle_name(bundle)
         layout = snap.layouts.get(ns)
         if layout is None or not layout.value.contains(rng):
             raise UnknownBundle(bundle)
         owner = snap.owners.get(bundle)
-        unload = config.loadBalancerAutoUnloadSplitBundlesEnabled
+        alg = resolve_algorithm(algorithm, config)  # 412 for a name outside the supported list
         if self.executor.remote_split:
             self.executor.split(bundle, algorithm, positions, unload=unload)
             children: list[str] = []
         else:
-            alg = resolve_algorithm(algorithm, config) if algorithm is None else algorithm
             if alg not in TOPIC_FREE_ALGORITHMS:
                 raise InvalidInput(
                     "algorithm", alg, "needs topic names, which the ZooKeeper executor does not have"
@@ -298,5 +321,10 @@ class LeaderJobs:
             why.numbers.setdefault("boundaries", [f"0x{c:08x}" for c in cuts])
         self.view.forget(bundle)
         why.numbers.setdefault("children", children)
+        why.numbers.setdefault("unload", unload)
+        if unload and strategies is not None and self.zk_native and self.is_leader():
+            # The children were left unassigned: place them now, as Pulsar's next lookup would.
+            fresh = self.view.refresh(self.store, now_ms(), strategies, sample=False)
+            self._reconcile(fresh, config, strategies[1])
         self.metrics.split_done(why.reason)
         return self._record(kind, why, bundle=bundle, source=owner.broker if owner else None)

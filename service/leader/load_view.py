@@ -26,6 +26,7 @@ from balancer.models import BrokerData, BundleData, LoadData, LocalBrokerData
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.context import PlacementContext
 from balancer.shedding.base import LoadSheddingStrategy
+from service.zookeeper.policies import read_placement_policies
 from service.zookeeper.store import Assignment, Owner, Versioned, ZkStore
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,10 @@ class Snapshot:
 class LoadView:
     """LoadData and the placement context, carried from one refresh to the next."""
 
-    def __init__(self, on_adopt: Callable[[list[str]], None] | None = None) -> None:
-        """``on_adopt(bundles)`` is told, once per refresh, which bundles' longTermData was adopted."""
+    def __init__(self, on_adopt: Callable[[list[str]], None] | None = None, cluster: str = "") -> None:
+        """``on_adopt(bundles)`` is told, once per refresh, which bundles' longTermData was adopted;
+        ``cluster`` names whose isolation policies and failure domains apply ("": the only one)."""
+        self.cluster = cluster
         self.adopted_long_term_total = 0
         self._on_adopt = on_adopt
         self.reset()
@@ -140,6 +143,7 @@ class LoadView:
             for bundle in snap.dropped_bundles:
                 self.bundle_data_versions.pop(bundle, None)
         self.ctx.available_brokers = sorted(current)
+        read_placement_policies(store, self.cluster, sorted(snap.layouts)).apply_to(self.ctx)
         self.ctx.refresh(self.load)
         self.last = snap
         return snap

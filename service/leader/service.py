@@ -40,6 +40,7 @@ from service.leader.metrics_sink import MetricsSink, NoMetrics
 from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
 from service.zookeeper import paths as P
+from service.zookeeper.namespaces import NamespaceAdmin
 from service.zookeeper.security import ZkSecurity
 from service.zookeeper.store import ZkStore
 
@@ -97,7 +98,7 @@ class LoadManagerService:
         )
         assigner = ZkExecutor(self.store, self.election.fence)
         self.executor: Executor = executor or assigner
-        self._loadview = LoadView(on_adopt=self._record_adoption)
+        self._loadview = LoadView(on_adopt=self._record_adoption, cluster=settings.cluster)
         self.jobs = LeaderJobs(
             self.store,
             self.executor,
@@ -350,8 +351,10 @@ class LoadManagerService:
         algorithm: str | None = None,
         positions: Sequence[int] | None = None,
         principal: str | None = None,
+        unload: bool = False,
     ) -> DecisionRecord:
-        """Split ``bundle`` with Pulsar's ``algorithm`` (default: the configured one)."""
+        """Split ``bundle`` with Pulsar's ``algorithm`` (default: the configured one); ``unload``
+        also unloads the children, as ``pulsar-admin namespaces split-bundle -u`` (off by default)."""
         self._require_leader()
         with self._lock:
             self._require_leader()
@@ -366,7 +369,16 @@ class LoadManagerService:
                 algorithm=algorithm,
                 principal=principal,
             )
-            return self.jobs.split(bundle, algorithm, positions, self._config, snap, why)
+            return self.jobs.split(
+                bundle,
+                algorithm,
+                positions,
+                self._config,
+                snap,
+                why,
+                unload=unload,
+                strategies=(self._shedder, self._placement),
+            )
 
     def lookup(self, topic: str, assign: bool = True, principal: str | None = None) -> str:
         """The broker serving ``topic``'s bundle; an unowned bundle is assigned through placement first.
@@ -405,6 +417,11 @@ class LoadManagerService:
         )
         self._decisions.add(now_ms(), "manual", why, bundle=bundle, destination=assigned.value.broker)
         return assigned.value.broker
+
+    def namespaces(self) -> NamespaceAdmin:
+        """Namespace administration on this instance's session: plain compare-and-set writes of
+        Pulsar's admin nodes, so any instance may serve them; the leader reads them on refresh."""
+        return NamespaceAdmin(self.store)
 
     def create_namespace(self, namespace: str, num_bundles: int | None = None) -> NamespaceBundles:
         """Write a namespace's initial layout (``defaultNumberOfNamespaceBundles``); idempotent."""

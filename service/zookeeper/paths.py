@@ -13,10 +13,18 @@ LEADER = "/loadbalance/leader"
 BUNDLE_DATA = "/loadbalance/bundle-data"
 TIME_AVERAGE = "/loadbalance/broker-time-average"
 RESOURCE_QUOTA = "/loadbalance/resource-quota"
-# Pulsar's ResourceQuotaCache keeps per-bundle quotas under ``namespace/`` and the default beside it.
-RESOURCE_QUOTA_BUNDLES = RESOURCE_QUOTA + "/namespace"
+# Pulsar 2.8+ (LoadBalanceResources.QuotaResources, BundlesQuotas) keeps a bundle's quota at
+# ``<RESOURCE_QUOTA>/<bundle>`` and the default at ``<RESOURCE_QUOTA>/default``; before 2.8
+# ResourceQuotaCache used ``<RESOURCE_QUOTA>/namespace/<bundle>``, still read for old clusters.
 RESOURCE_QUOTA_DEFAULT = RESOURCE_QUOTA + "/default"
+RESOURCE_QUOTA_LEGACY = RESOURCE_QUOTA + "/namespace"
 LOCAL_POLICIES = "/admin/local-policies"
+# Pulsar's cluster-level admin nodes (ClusterResources, NamespaceResources.IsolationPolicyResources):
+# ``<CLUSTERS>/<cluster>/namespaceIsolationPolicies`` is one JSON map policy name -> NamespaceIsolationData;
+# ``<CLUSTERS>/<cluster>/failureDomain/<domain>`` holds ``{"brokers": [<broker id>, ...]}``.
+CLUSTERS = "/admin/clusters"
+# TenantInfo at <TENANT_POLICIES>/<tenant>, a namespace's Policies at <TENANT_POLICIES>/<tenant>/<ns>.
+TENANT_POLICIES = "/admin/policies"
 OWNERSHIP = "/namespace"
 # loadmgr's own nodes: the leader's intent per bundle, the fencing epoch and the simulated workload.
 LOADMGR = "/loadmgr"
@@ -50,11 +58,23 @@ def bundle_data_path(bundle: str) -> str:
 
 
 def quota_path(bundle: str) -> str:
-    return join(RESOURCE_QUOTA_BUNDLES, bundle)
+    return join(RESOURCE_QUOTA, bundle)
+
+
+def legacy_quota_path(bundle: str) -> str:
+    return join(RESOURCE_QUOTA_LEGACY, bundle)
 
 
 def policies_path(namespace: str) -> str:
     return join(LOCAL_POLICIES, namespace)
+
+
+def isolation_policies_path(cluster: str) -> str:
+    return join(join(CLUSTERS, cluster), "namespaceIsolationPolicies")
+
+
+def failure_domains_root(cluster: str) -> str:
+    return join(join(CLUSTERS, cluster), "failureDomain")
 
 
 def ownership_path(bundle: str) -> str:

@@ -147,9 +147,20 @@ class ZkStore(JsonZk):
         self.delete(P.time_average_path(broker_id))
 
     def read_quotas(self) -> dict[str, ResourceQuota]:
-        bundles = self.walk_ranges(P.RESOURCE_QUOTA_BUNDLES)
-        got = self.get_many_models([P.quota_path(b) for b in bundles], ResourceQuota)
-        return {b: got[P.quota_path(b)].value for b in bundles if P.quota_path(b) in got}
+        """Per-bundle quotas at Pulsar 2.8+'s path; a pre-2.8 node counts only where no new one exists."""
+        legacy_prefix = P.RESOURCE_QUOTA_LEGACY[len(P.RESOURCE_QUOTA) + 1 :] + "/"
+        out: dict[str, ResourceQuota] = {}
+        for bundles, path_of in (
+            (self.walk_ranges(P.RESOURCE_QUOTA_LEGACY), P.legacy_quota_path),
+            # A tenant called "namespace" would be walked twice; the legacy subtree is not a tenant.
+            (
+                [b for b in self.walk_ranges(P.RESOURCE_QUOTA) if not b.startswith(legacy_prefix)],
+                P.quota_path,
+            ),
+        ):
+            got = self.get_many_models([path_of(b) for b in bundles], ResourceQuota)
+            out.update({b: got[path_of(b)].value for b in bundles if path_of(b) in got})
+        return out
 
     def write_quota(self, bundle: str, quota: ResourceQuota) -> None:
         self.put_json(P.quota_path(bundle), quota.to_json_dict())
@@ -220,8 +231,14 @@ class ZkStore(JsonZk):
         return out
 
     def acquire(self, bundle: str, broker_id: str, urls: dict[str, str]) -> bool:
-        """Create this session's ephemeral ownership node; False if someone already owns the bundle."""
-        doc = {"brokerId": broker_id, "disabled": False, "advertisedListeners": {}, **urls}
+        """Create this session's ephemeral ownership node; False if someone already owns the bundle.
+
+        The node is Pulsar's NamespaceEphemeralData (nativeUrl, httpUrl, disabled,
+        advertisedListeners). Pulsar derives the owner from httpUrl, so ``brokerId`` is added only
+        when the web URL does not name ``broker_id`` (an agent given another --pulsar-url)."""
+        doc: dict[str, Any] = {**urls, "disabled": False, "advertisedListeners": {}}
+        if _owner_broker(json.dumps(doc).encode()) != broker_id:
+            doc["brokerId"] = broker_id
         try:
             self.put_json(P.ownership_path(bundle), doc, version=-1, ephemeral=True)
             return True

@@ -58,6 +58,16 @@ def test_broker_id_taken_by_another_session_is_refused(store: ZkStore, other: Zk
         other.register_broker("b1:8080", LocalBrokerData())
 
 
+def test_pre_2_8_quota_nodes_are_read_where_no_new_one_exists(store: ZkStore) -> None:
+    old, both = "t/ns/0x00000000_0x80000000", "t/ns/0x80000000_0xffffffff"
+    for bundle, rate in ((old, 1.0), (both, 2.0)):
+        store.put_json(P.legacy_quota_path(bundle), ResourceQuota(msg_rate_in=rate).to_json_dict())
+    store.write_quota(both, ResourceQuota(msg_rate_in=5.0))
+    store.put_json(P.RESOURCE_QUOTA_DEFAULT, ResourceQuota(msg_rate_in=9.0).to_json_dict())  # not a bundle
+    quotas = store.read_quotas()
+    assert {b: q.msg_rate_in for b, q in quotas.items()} == {old: 1.0, both: 5.0}
+
+
 def test_bundle_data_quota_and_time_average_use_pulsars_paths(store: ZkStore) -> None:
     bd = BundleData.default()
     bd.topics = 7
@@ -65,7 +75,7 @@ def test_bundle_data_quota_and_time_average_use_pulsars_paths(store: ZkStore) ->
     store.write_quota(BUNDLE, ResourceQuota(msg_rate_in=3.0))
     store.write_time_average("b1:8080", TimeAverageBrokerData(short_term_msg_rate_in=4.0))
     assert store.client.exists(f"/loadbalance/bundle-data/{BUNDLE}") is not None
-    assert store.client.exists(f"/loadbalance/resource-quota/namespace/{BUNDLE}") is not None
+    assert store.client.exists(f"/loadbalance/resource-quota/{BUNDLE}") is not None  # Pulsar 2.8+
     assert store.read_bundle_data()[BUNDLE].topics == 7
     assert store.read_quotas()[BUNDLE].msg_rate_in == 3.0
     assert store.read_time_averages()["b1:8080"].short_term_msg_rate_in == 4.0

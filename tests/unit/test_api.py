@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from balancer.bundles import NamespaceBundles, split_bundle_name
 from balancer.config import LoadBalancerConfig
 from balancer.cycle import Move
-from balancer.errors import InvalidInput, UnknownBroker, UnknownBundle
+from balancer.errors import InvalidInput, PreconditionFailed, UnknownBroker, UnknownBundle
 from balancer.explain import explain
 from balancer.models import BundleData, LocalBrokerData, ResourceUsage
 from service.api import create_app
@@ -34,6 +34,7 @@ class FakeService:
         self.layout = layout
         self.owners = {b: ("b1" if i < 3 else "b2") for i, b in enumerate(self.bundles)}
         self.log: list[dict[str, Any]] = []
+        self.split_unloads: list[bool] = []
 
     def _require_leader(self) -> None:
         if not self.leader:
@@ -89,10 +90,14 @@ class FakeService:
         algorithm: str | None = None,
         positions: list[int] | None = None,
         principal: str | None = None,
+        unload: bool = False,
     ) -> dict[str, Any]:
         self._require_leader()
+        self.split_unloads.append(unload)
         if bundle not in self.owners:
             raise UnknownBundle(bundle)
+        if algorithm == "flow_or_qps_equally_divide":  # as if the config left it out
+            raise PreconditionFailed("algorithm", algorithm, "unsupported namespace bundle split algorithm")
         if positions is not None and any(p < 0 for p in positions):
             raise InvalidInput("positions", positions, "must be within the bundle's range")
         _, rng = split_bundle_name(bundle)
@@ -178,8 +183,18 @@ def test_unload_split_and_errors(client: TestClient, svc: FakeService) -> None:
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "algorithm"
     r = client.post(f"/bundles/{b}/split", json={"positions": [-1]}, headers=AUTH)
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "positions"
+    r = client.post(f"/bundles/{b}/split", json={"algorithm": "flow_or_qps_equally_divide"}, headers=AUTH)
+    assert r.status_code == 412  # Pulsar's answer to an algorithm outside the supported list
+    assert r.json()["detail"][0] == {
+        "field": "algorithm",
+        "value": "flow_or_qps_equally_divide",
+        "reason": "unsupported namespace bundle split algorithm",
+    }
     r = client.post(f"/bundles/{b}/split", json={"algorithm": "range_equally_divide"}, headers=AUTH)
     assert r.status_code == 200 and len(svc.bundles) == 5
+    assert svc.split_unloads[-1] is False  # split-bundle without -u leaves the children in place
+    r = client.post(f"/bundles/{svc.bundles[0]}/split", json={"unload": True}, headers=AUTH)
+    assert r.status_code == 200 and svc.split_unloads[-1] is True
     assert client.get("/decisions", params={"kind": "manual"}).json()["decisions"][0]["bundle"] == b
     assert client.get("/decisions", params={"kind": "nope"}).status_code == 422
 

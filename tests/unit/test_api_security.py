@@ -62,6 +62,8 @@ def _concrete(path: str, svc: FakeService) -> str:
         path.replace("{bundle}", svc.bundles[0])
         .replace("{broker}", "b1")
         .replace("{topic}", "persistent://public/default/t")
+        .replace("{tenant}", "public")
+        .replace("{namespace}", "default")
     )
 
 
@@ -93,6 +95,8 @@ def test_every_mutating_route_refuses_read_and_missing_tokens(
         "/bundles/{bundle}/unload",
         "/bundles/{bundle}/split",
         "/config",
+        "/namespaces/{tenant}/{namespace}",
+        "/namespaces/{tenant}/{namespace}/policies",
     }
     before = (dict(svc.owners), list(svc.bundles), svc.config)
     for method, path in mutating:

@@ -96,3 +96,26 @@ def test_describe_lists_every_key_once() -> None:
     rows = describe(LoadBalancerConfig())
     assert len(rows) == len(LoadBalancerConfig.keys())
     assert all({"key", "value", "default", "dynamic", "description"} <= set(r) for r in rows)
+
+
+def test_dynamic_flags_and_types_follow_pulsars_service_configuration() -> None:
+    dyn = LoadBalancerConfig.dynamic_keys()
+    for static in (
+        "loadBalancerEnabled",
+        "loadBalancerLoadPlacementStrategy",
+        "lowerBoundarySheddingEnabled",
+        "loadBalancerResourceQuotaUpdateIntervalMinutes",
+        "exposeBundlesMetricsInPrometheus",
+    ):
+        assert static not in dyn, static
+    assert {"loadBalancerHostUsageCheckIntervalMinutes", "namespaceBundleUnloadingTimeoutMs"} <= dyn
+    c = LoadBalancerConfig()
+    assert c.namespaceBundleUnloadingTimeoutMs == 60000 and c.exposeBundlesMetricsInPrometheus is False
+    assert (
+        isinstance(c.loadBalancerAvgShedderLowThreshold, int) and c.loadBalancerAvgShedderHighThreshold == 40
+    )
+    with pytest.raises(ConfigError) as e:
+        LoadBalancerConfig.from_dict({"loadBalancerAvgShedderLowThreshold": 15.5})
+    assert e.value.field == "loadBalancerAvgShedderLowThreshold"
+    with pytest.raises(ConfigError):
+        c.with_updates({"loadBalancerEnabled": False}, dynamic_only=True)

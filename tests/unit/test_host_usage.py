@@ -70,6 +70,12 @@ def test_rates_and_limits_under_a_cgroup(tmp_path: Path) -> None:
 def test_nic_override_and_host_cpu_without_cgroup(tmp_path: Path) -> None:
     h = make(tmp_path, {"eth0": (0, 0)}, [1.0], nic_speed_override_gbps=10.0)
     u = h.sample()
-    assert u.bandwidth_out.limit == pytest.approx(10_000_000.0)
+    assert u.bandwidth_out.limit == pytest.approx(10_000_000.0)  # one physical NIC (eth0)
     assert u.cpu.usage == pytest.approx(min(25.0 * 4, u.cpu.limit))  # host percent times host CPUs
     assert u.cpu.limit == h.cores() * 100
+
+
+def test_nic_override_is_per_physical_nic(tmp_path: Path) -> None:
+    h = make(tmp_path, {"eth0": (0, 0)}, [1.0], nic_speed_override_gbps=10.0)
+    h.nic_speeds_mbps = lambda: {"eth0": 1000, "eth1": 1000, "lo": 0, "veth9": 10000}
+    assert h.nic_limit_kbps() == pytest.approx(20_000_000.0)  # 2 x 10 Gbit/s; lo and veth ignored

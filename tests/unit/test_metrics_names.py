@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from balancer.models import LocalBrokerData, ResourceUsage
-from service.api.metrics import PULSAR_LB_GAUGES, PrometheusMetrics
+from balancer.models import LocalBrokerData, NamespaceBundleStats, ResourceUsage
+from service.api.metrics import PULSAR_BUNDLE_GAUGES, PULSAR_LB_COUNTERS, PULSAR_LB_GAUGES, PrometheusMetrics
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 # Pulsar's own names are kept verbatim for dashboard compatibility, camelCase included.
-PULSAR_NAMES = set(PULSAR_LB_GAUGES)
+PULSAR_NAMES = set(PULSAR_LB_GAUGES) | set(PULSAR_LB_COUNTERS) | set(PULSAR_BUNDLE_GAUGES)
 BAD_UNIT_SUFFIXES = (
     "_ms",
     "_millis",
@@ -163,3 +163,39 @@ def test_process_collectors_and_the_service_watch() -> None:
     assert m.registry.get_sample_value("loadmgr_zookeeper_connected", c) == 1
     assert m.registry.get_sample_value("loadmgr_history_cycles_dropped_total", c) == 3
     assert m.registry.get_sample_value("loadmgr_history_write_errors_total", c) == 2
+
+
+def test_pulsars_unload_and_split_counters_keep_pulsars_names_labels_and_type() -> None:
+    m = PrometheusMetrics(cluster="prod")
+    text = m.render().decode()
+    # Exposed from the start at 0, as Pulsar's leader does, so alerts on rate() have a series.
+    assert 'pulsar_lb_unload_broker_total{cluster="prod",metric="bundleUnloading"} 0.0' in text
+    m.shedding_unloads(2, 3)
+    m.shedding_unloads(1, 1)
+    m.auto_splits(2)
+    m.auto_splits(0)
+    fams = _families(m)
+    reg = m.registry
+    unloading = {"cluster": "prod", "metric": "bundleUnloading"}
+    assert reg.get_sample_value("pulsar_lb_unload_broker_total", unloading) == 3
+    assert reg.get_sample_value("pulsar_lb_unload_bundle_total", unloading) == 4
+    split = {"cluster": "prod", "metric": "bundlesSplit"}
+    assert reg.get_sample_value("pulsar_lb_bundles_split_total", split) == 2
+    for name in PULSAR_LB_COUNTERS:
+        assert fams[name].type == "gauge"  # type: ignore[attr-defined]  # PrometheusMetricsGenerator's type
+        assert f"# TYPE {name} gauge" in m.render().decode()
+
+
+def test_per_bundle_family_only_when_exposed_as_pulsar_does() -> None:
+    data = _broker(50)
+    data.last_stats = {"t/ns/0x00000000_0xffffffff": NamespaceBundleStats(msg_rate_in=12.5, topics=3)}
+    view = SimpleNamespace(brokers={"b1:8080": data})
+    off = PrometheusMetrics(cluster="c")
+    off.view_updated(view, {})
+    assert "pulsar_bundle_msg_rate_in" not in off.render().decode()
+    on = PrometheusMetrics(cluster="c", expose_bundles=True)
+    on.view_updated(view, {})
+    labels = {"cluster": "c", "broker": "b1:8080", "bundle": "t/ns/0x00000000_0xffffffff", "metric": "bundle"}
+    assert on.registry.get_sample_value("pulsar_bundle_msg_rate_in", labels) == 12.5
+    assert on.registry.get_sample_value("pulsar_bundle_topics_count", labels) == 3
+    assert set(PULSAR_BUNDLE_GAUGES) <= set(_families(on))

@@ -105,6 +105,21 @@ class TestFilters:
         assert f.anti_affinity_allows_unload("x", ["x", "y"], {"x": 2, "y": 1}) is None
         assert f.anti_affinity_allows_unload("x", ["x", "y"], {"x": 1}) is None
 
+    def test_anti_affinity_unload_needs_every_candidate_at_the_least(self) -> None:
+        # Pulsar allows the move while some candidate holds more than the least (z could shed later).
+        counts = {"x": 1, "y": 1, "z": 2}
+        assert f.anti_affinity_allows_unload("x", ["x", "y", "z"], counts) is None
+        # Only the policy set counts: z, outside it, neither helps nor blocks.
+        blocked = f.anti_affinity_allows_unload("x", ["x", "y"], {"x": 1, "y": 1})
+        assert blocked is not None and blocked.numbers["candidates"] == 2
+        assert f.anti_affinity_allows_unload("x", ["x", "y", "w"], {"x": 1, "y": 1}) is None  # w holds 0
+
+    def test_anti_affinity_groups_compare_case_insensitively(self) -> None:
+        ctx = PlacementContext(anti_affinity_groups={"t/a": "Payments", "t/b": "payments"})
+        ctx.add_range("x", "t/a/0x00000000_0xffffffff")
+        ctx.add_range("y", "t/b/0x00000000_0xffffffff")
+        assert f.anti_affinity_counts(ctx, "PAYMENTS") == {"x": 1, "y": 1}
+
     def test_class_filter_keeps_brokers_without_data(self) -> None:
         load = cluster(a=broker(), b=broker(cls=None))
         out, exp = f.load_manager_class_filter(["a", "b", "ghost"], load, CLASS)

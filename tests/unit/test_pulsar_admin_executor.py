@@ -141,10 +141,35 @@ def test_broker_stats_topics_are_summed_per_bundle(server: Recorder) -> None:
     }
     server.reply = json.dumps(doc).encode()
     server.status = 200
-    stats = PulsarBrokerSource(url(server)).bundle_stats((), 0)
-    assert server.requests[0]["path"] == "/admin/v2/broker-stats/topics"
+    source = PulsarBrokerSource(url(server))
+    stats = source.bundle_stats((), 0)
+    # The topics document is no load report: the source falls back to summing topics.
+    paths = [r["path"] for r in server.requests]
+    assert paths == ["/admin/v2/broker-stats/load-report", "/admin/v2/broker-stats/topics"]
+    assert source.host_usage(stats) is None  # measured locally then
     s = stats["public/default/0x00000000_0x40000000"]
     assert (s.msg_rate_in, s.msg_rate_out) == (15.0, 21.5)
     assert (s.msg_throughput_in, s.msg_throughput_out) == (1000.0, 2000.0)
     assert (s.topics, s.producer_count, s.consumer_count) == (3, 3, 3)
     assert sum_topics_per_bundle({"ns/x": "junk"}) == {}
+
+
+def test_the_brokers_own_load_report_is_used_when_served(server: Recorder) -> None:
+    report = {
+        "loadReportType": "LocalBrokerData",
+        "cpu": {"usage": 150.0, "limit": 400.0},
+        "memory": {"usage": 512.0, "limit": 2048.0},  # JVM heap, MB
+        "directMemory": {"usage": 256.0, "limit": 4096.0},
+        "bandwidthIn": {"usage": 100.0, "limit": 1000.0},
+        "bandwidthOut": {"usage": 50.0, "limit": 1000.0},
+        "lastStats": {"public/default/0x00000000_0xffffffff": {"msgRateIn": 7.0, "topics": 2}},
+    }
+    server.reply = json.dumps(report).encode()
+    server.status = 200
+    source = PulsarBrokerSource(url(server))
+    stats = source.bundle_stats((), 0)
+    assert [r["path"] for r in server.requests] == ["/admin/v2/broker-stats/load-report"]
+    assert stats["public/default/0x00000000_0xffffffff"].msg_rate_in == 7.0
+    usage = source.host_usage(stats)
+    assert usage is not None
+    assert usage.memory.percent_usage() == 25.0 and usage.direct_memory.limit == 4096.0

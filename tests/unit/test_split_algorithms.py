@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from balancer.bundles import FULL_UPPER, BundleRange, NamespaceBundles, split_in_n
 from balancer.config import LoadBalancerConfig
-from balancer.errors import InvalidInput
+from balancer.errors import InvalidInput, PreconditionFailed
 from balancer.models import NamespaceBundleStats
 from balancer.split import algorithms as alg
 
@@ -51,7 +51,11 @@ def test_unknown_algorithm_and_resolution() -> None:
     with pytest.raises(InvalidInput, match="algorithm"):
         alg.split_boundaries("halve", BundleRange.full(), CFG)
     assert alg.resolve_algorithm(None, CFG) == "range_equally_divide"
-    assert alg.resolve_algorithm("bogus", CFG) == "range_equally_divide"
+    with pytest.raises(PreconditionFailed, match="supported algorithms"):
+        alg.resolve_algorithm("bogus", CFG)  # Pulsar's 412, not a silent fallback
+    only_range = CFG.with_updates({"supportedNamespaceBundleSplitAlgorithms": ["range_equally_divide"]})
+    with pytest.raises(PreconditionFailed):
+        alg.resolve_algorithm("topic_count_equally_divide", only_range)
     assert alg.resolve_algorithm("topic_count_equally_divide", CFG) == "topic_count_equally_divide"
 
 

@@ -72,7 +72,7 @@ def split_bundle(
     body: Annotated[SplitRequest | None, Body()] = None,
 ) -> dict[str, Any]:
     req = body or SplitRequest()
-    record = service.split(bundle, req.algorithm, req.positions, principal=principal.name)
+    record = service.split(bundle, req.algorithm, req.positions, unload=req.unload, principal=principal.name)
     return {"decision": views.decision(record)}
 
 

@@ -1,0 +1,114 @@
+"""``loadmgr namespaces`` on a real ZooKeeper writes Pulsar's own nodes, which the leader's policy
+reader then finds: the namespace admin and the live placement agree on one set of nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from service.commands.cli import main
+from service.zookeeper import paths as P
+from service.zookeeper.namespaces import NamespaceAdmin
+from service.zookeeper.policies import read_placement_policies
+from service.zookeeper.store import ZkStore
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(zk_chroot_hosts: str) -> Iterator[ZkStore]:
+    s = ZkStore(zk_chroot_hosts, session_timeout_s=10)
+    s.start()
+    yield s
+    s.stop()
+
+
+def run(hosts: str, *argv: str) -> int:
+    return main(["namespaces", "--zk", hosts, "--chroot", "", *argv])
+
+
+def test_create_policies_list_delete(
+    zk_chroot_hosts: str, store: ZkStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    h = zk_chroot_hosts
+    assert (
+        run(h, "create", "pay/eu", "--bundles", "8", "--cluster", "c1", "--anti-affinity-group", "pay") == 0
+    )
+    assert run(h, "create", "pay/us", "--bundles", "2", "--cluster", "c1") == 0
+    assert run(h, "create", "pay/us", "--cluster", "c1") == 1  # exists: one clear error, no traceback
+    assert "already exists" in capsys.readouterr().out
+    assert run(h, "create", "no-tenant", "--cluster", "c1") == 1
+    assert "namespace='no-tenant'" in capsys.readouterr().out
+
+    # Pulsar's shapes: TenantInfo, Policies and LocalPolicies with the layout and the group.
+    assert store.get_json("/admin/policies/pay").value == {"adminRoles": [], "allowedClusters": ["c1"]}
+    assert store.get_json("/admin/policies/pay/eu").value["bundles"]["numBundles"] == 8
+    local = store.get_json(P.policies_path("pay/eu")).value
+    assert local["bundles"]["numBundles"] == 8 and local["namespaceAntiAffinityGroup"] == "pay"
+
+    assert run(h, "policies", "pay/us", "--anti-affinity-group", "pay") == 0
+    assert (
+        run(h, "policies", "pay/us", "--isolation-policy", "iso", "--primary", "b-[12]", "--cluster", "c1")
+        == 0
+    )
+    assert run(h, "policies", "pay/us", "--isolation-policy", "bad", "--primary", "(", "--cluster", "c1") == 1
+    assert "bad regex" in capsys.readouterr().out
+    store.put_json(P.join(P.CLUSTERS, "c1"), {"serviceUrl": "http://b-1:8080"})
+    found = read_placement_policies(store, "", store.namespaces())
+    assert found.cluster == "c1"
+    assert found.anti_affinity_groups == {"pay/eu": "pay", "pay/us": "pay"}
+    [iso] = found.isolation_policies
+    assert iso.name == "iso" and iso.applies_to("pay/us") and not iso.applies_to("pay/eu")
+    assert iso.is_primary("b-2") and not iso.is_primary("b-3")
+
+    capsys.readouterr()
+    assert run(h, "list") == 0
+    out = capsys.readouterr().out
+    assert "pay/eu  bundles=8  antiAffinityGroup=pay" in out and "pay/us  bundles=2" in out
+
+    assert run(h, "policies", "pay/us", "--no-anti-affinity-group") == 0
+    assert "namespaceAntiAffinityGroup" not in store.get_json(P.policies_path("pay/us")).value
+    assert run(h, "delete", "pay/us") == 0
+    assert store.namespaces() == ["pay/eu"] and store.get_json("/admin/policies/pay/us") is None
+    assert run(h, "delete", "pay/us") == 1
+
+
+def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
+    from types import SimpleNamespace
+
+    from fastapi.testclient import TestClient
+
+    from balancer.config import LoadBalancerConfig
+    from service.api.app import create_app
+    from service.settings import Settings
+
+    settings = Settings(cluster="c1", api_token="t")
+    service = SimpleNamespace(
+        namespaces=lambda: NamespaceAdmin(store), settings=settings, config=LoadBalancerConfig()
+    )
+    auth = {"Authorization": "Bearer t"}
+    with TestClient(create_app(service, settings)) as api:
+        assert api.post("/namespaces/pay/eu", json={}).status_code == 401
+        r = api.post("/namespaces/pay/eu", json={"namespaceAntiAffinityGroup": "pay"}, headers=auth)
+        assert r.status_code == 201 and r.json() == {
+            "namespace": "pay/eu",
+            "bundles": 4,  # defaultNumberOfNamespaceBundles
+            "namespaceAntiAffinityGroup": "pay",
+        }
+        assert api.post("/namespaces/pay/eu", json={}, headers=auth).status_code == 422  # exists
+        r = api.post("/namespaces/pay/eu", json={"bundles": 0}, headers=auth)
+        assert r.status_code == 422
+        body = {"isolationPolicy": {"name": "iso", "primary": ["b-1"], "minLimit": 1}}
+        r = api.put("/namespaces/pay/eu/policies", json=body, headers=auth)
+        assert r.status_code == 200
+        policies = store.get_json(P.isolation_policies_path("c1")).value
+        assert policies["iso"]["primary"] == ["b-1"] and policies["iso"]["namespaces"] == ["pay/eu"]
+        r = api.put("/namespaces/pay/eu/policies", json={"namespaceAntiAffinityGroup": ""}, headers=auth)
+        assert r.json()["namespaceAntiAffinityGroup"] is None
+        assert api.get("/namespaces").json() == [
+            {"namespace": "pay/eu", "bundles": 4, "namespaceAntiAffinityGroup": None}
+        ]
+        assert api.delete("/namespaces/pay/eu", headers=auth).status_code == 204
+        assert api.delete("/namespaces/pay/eu", headers=auth).status_code == 404
+        assert api.get("/namespaces").json() == []
