@@ -81,6 +81,10 @@ def _calls(bundle: str) -> list[tuple[str, str, dict[str, Any]]]:
         ("POST", f"/bundles/{bundle}/unload", {"json": {"destinationBroker": "b1:8080"}}),
         ("POST", f"/bundles/{bundle}/split", {"json": {"algorithm": "range_equally_divide"}}),
         ("PUT", "/config", {"json": {"loadBalancerSheddingIntervalMinutes": 3}}),
+        ("GET", "/namespaces", {}),
+        ("POST", "/namespaces/public/fresh", {"json": {"bundles": 2}}),
+        ("PUT", "/namespaces/public/fresh/policies", {"json": {"namespaceAntiAffinityGroup": "g"}}),
+        ("DELETE", f"/namespaces/{NS1}", {}),
     ]
 
 
@@ -95,6 +99,9 @@ def test_read_and_missing_tokens_change_nothing(leader: LoadManagerService, zk_c
         ("POST", "/bundles/{bundle}/split"),
         ("PUT", "/config"),
         ("POST", "/shedding/dry-run"),
+        ("POST", "/namespaces/{tenant}/{namespace}"),
+        ("DELETE", "/namespaces/{tenant}/{namespace}"),
+        ("PUT", "/namespaces/{tenant}/{namespace}/policies"),
     }, "a new mutating route must be added to _calls"
     before = _snapshot(zk_client)
     config_before, decisions_before = leader.config, leader.decisions()
@@ -108,6 +115,9 @@ def test_read_and_missing_tokens_change_nothing(leader: LoadManagerService, zk_c
         ("POST", f"/bundles/{bundle}/split"): 403,
         ("PUT", "/config"): 403,
         ("GET", f"/lookup/{TOPIC}"): 403,  # the bundle is unowned: answering would assign it
+        ("POST", "/namespaces/public/fresh"): 403,
+        ("PUT", "/namespaces/public/fresh/policies"): 403,
+        ("DELETE", f"/namespaces/{NS1}"): 403,
     }
     for call, (missing, read) in statuses.items():
         assert missing == 401, call
