@@ -88,7 +88,7 @@ def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
         namespaces=lambda: NamespaceAdmin(store), settings=settings, config=LoadBalancerConfig()
     )
     auth = {"Authorization": "Bearer t"}
-    with TestClient(create_app(service, settings)) as api:
+    with TestClient(create_app(service, settings), base_url="http://127.0.0.1") as api:
         assert api.post("/namespaces/pay/eu", json={}).status_code == 401
         r = api.post("/namespaces/pay/eu", json={"namespaceAntiAffinityGroup": "pay"}, headers=auth)
         assert r.status_code == 201 and r.json() == {
