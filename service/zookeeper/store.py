@@ -7,6 +7,7 @@ Pulsar's paths (:mod:`service.zookeeper.paths`) and the typed records stored und
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from service.errors import StaleWrite
 from service.zookeeper import paths as P
 from service.zookeeper.nodes import Fenced, JsonZk, Versioned, json_bytes, translated
 
+log = logging.getLogger(__name__)
 __all__ = ["Assignment", "Fenced", "Owner", "Versioned", "ZkStore", "translated"]
 M = TypeVar("M", bound=BaseModel)
 
@@ -57,9 +59,13 @@ class ZkStore(JsonZk):
         self.put_json(path, data.to_json_dict(), version=-1, ephemeral=True)
 
     def write_broker(self, broker_id: str, data: LocalBrokerData) -> None:
+        raw = json_bytes(data.to_json_dict())
+        warning = report_size_warning(broker_id, len(raw), len(data.last_stats))
+        if warning is not None:
+            log.warning("%s", warning)
         with translated():
             try:
-                self.client.set(P.broker_path(broker_id), json_bytes(data.to_json_dict()))
+                self.client.set(P.broker_path(broker_id), raw)
             except NoNodeError:
                 raise StaleWrite(f"broker node of {broker_id} is gone") from None
 
@@ -324,6 +330,23 @@ class ZkStore(JsonZk):
 
     def write_workload(self, scenario: dict[str, Any]) -> None:
         self.put_json(P.WORKLOAD, scenario)
+
+
+# ZooKeeper refuses a request larger than jute.maxbuffer (server default 0xfffff bytes). A broker
+# report carries every bundle's stats (~300 bytes each), so ~3,000 bundles on one broker reach it.
+JUTE_MAXBUFFER = 0xFFFFF
+REPORT_WARN_FRACTION = 0.8
+
+
+def report_size_warning(broker_id: str, size: int, bundles: int, limit: int = JUTE_MAXBUFFER) -> str | None:
+    """A warning when a broker report nears ``jute.maxbuffer`` (None while it is comfortably below)."""
+    if size < REPORT_WARN_FRACTION * limit:
+        return None
+    return (
+        f"load report of {broker_id} is {size} bytes for {bundles} bundle(s), "
+        f"{100 * size / limit:.0f}% of ZooKeeper's jute.maxbuffer ({limit} bytes): past it the report "
+        "cannot be written; raise jute.maxbuffer on servers and clients, or spread the bundles"
+    )
 
 
 def _owner_broker(raw: bytes) -> str | None:
