@@ -133,9 +133,9 @@ class WatchedTree(Generic[V]):
             self.values[rel] = value
 
     def note_deleted(self, rel: str) -> None:
-        self._own.pop(rel, None)
-        self.versions.pop(rel, None)
-        self.values.pop(rel, None)
+        """Our own delete of leaf ``rel``; a node created there again is then new to the listing."""
+        self._drop_leaf(rel)
+        self._children.get(rel.rsplit("/", 1)[0] if "/" in rel else "", set()).discard(rel)
 
     # ---- reads ------------------------------------------------------------------------------------
     def _full(self) -> SyncStats:
