@@ -1,8 +1,10 @@
 """The leader's periodic work, one method per APScheduler job, plus the moves they share.
 
-Every job runs under the service lock: it takes one snapshot, decides purely with ``balancer``,
-then writes; before each write it re-checks leadership, and every write is fenced on the leader
-epoch (see ``docs/ownership.md``), so a job that outlives its leadership writes nothing.
+Every job runs under the service lock: it takes one snapshot (from the watch cache, which the
+service brings up to date before taking the lock), decides purely with ``balancer``, then writes
+in fenced batches (:mod:`service.zookeeper.batch`); before writing it re-checks leadership, and
+every write is fenced on the leader epoch (see ``docs/ownership.md``), so a job that outlives its
+leadership writes nothing.
 """
 
 from __future__ import annotations

@@ -111,6 +111,7 @@ class LoadView:
         self.adopted_long_term_total = 0
         self._on_adopt = on_adopt
         self.cache: ClusterCache | None = None
+        self._cache_lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
@@ -125,9 +126,18 @@ class LoadView:
 
     def cache_for(self, store: ZkStore) -> ClusterCache:
         """The cache on ``store``'s session (a different store starts a new cache)."""
-        if self.cache is None or self.cache.store is not store:
-            self.cache = ClusterCache(store)
-        return self.cache
+        with self._cache_lock:
+            if self.cache is None or self.cache.store is not store:
+                self.cache = ClusterCache(store)
+            return self.cache
+
+    def prefetch(self, store: ZkStore) -> None:
+        """Bring the cache up to date without touching LoadData: the ZooKeeper reads of the next
+        refresh, done before its caller takes any lock of its own (a full resync at 100,000
+        bundles takes seconds; REST calls need not wait for it)."""
+        cache = self.cache_for(store)
+        with cache.lock:
+            cache.sync()
 
     def snapshot(self, store: ZkStore, now_ms: int, bundle_data: bool = False) -> Snapshot:
         """Brokers, layouts, owners and assignments (and, when asked, stored bundle data and its

@@ -175,6 +175,12 @@ class LoadManagerService:
     def _leader_job(self, name: str, fn: Callable[..., Any]) -> None:
         if not self.is_leader():
             return
+        # The job's ZooKeeper reads happen here, outside the service lock (the watch cache has its
+        # own); under the lock the job's refresh then finds at most a few new events to read.
+        try:
+            self._loadview.prefetch(self.store)
+        except ServiceError as e:
+            log.info("%s job: prefetch deferred: %s", name, e)
         with self._lock:
             if not self.is_leader():
                 return
