@@ -305,7 +305,7 @@ def main() -> int:
         )
         base = out["in_memory_cycle_s"]
         for key in ("first_sync_s", "refresh_s", "refresh_unchanged_s", "cycle_s", "write_s"):
-            out[key.replace("_s", "_ratio")] = out[key] / base
+            out[key.removesuffix("_s") + "_ratio"] = out[key] / base
             print(f"  {key:22s} {out[key]:8.2f} s  = {out[key] / base:6.2f} x the in-memory cycle")
 
         if args.check_equal:
