@@ -24,6 +24,11 @@ class Settings(BaseSettings):
     zk_hosts: str = Field("127.0.0.1:2181", description="ZooKeeper connection string")
     zk_chroot: str = Field("", description="Optional chroot, e.g. /pulsar-cluster-a")
     zk_session_timeout_s: float = Field(10.0, description="ZooKeeper session timeout, seconds")
+    # About 4 znodes per bundle (layout share, assignment, ownership, bundle data) plus the watches
+    # a leader keeps on them: 1 GiB holds 100,000 bundles with room (README, "Sizing").
+    zk_heap_mb: int = Field(
+        1024, ge=64, description="Heap of the embedded ZooKeeper (`loadmgr zookeeper`), MiB"
+    )
     instance_id: str = Field("", description="This instance's id (default host:http_port)")
     cluster: str = Field(
         "",

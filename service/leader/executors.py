@@ -4,8 +4,9 @@ Two implementations of one :class:`Executor` protocol:
 
 * :class:`ZkExecutor` writes the leader's intent into ZooKeeper (``docs/ownership.md``): an unload
   rewrites the bundle's assignment node, a split rewrites the namespace's bundle layout and assigns
-  the children. Every write is one transaction fenced on the leader epoch, so a leader that has been
-  replaced cannot write. Brokers' agents act on what it wrote.
+  the children. Every write is fenced on the leader epoch, so a leader that has been replaced cannot
+  write; a cycle's moves go out together (:meth:`ZkExecutor.unload_many`, fenced batches of
+  :mod:`service.zookeeper.batch`). Brokers' agents act on what it wrote.
 * :class:`PulsarAdminExecutor` drives a real Pulsar cluster through its admin REST API
   (``PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload?destinationBroker=…`` and
   ``…/split?unload=…&splitAlgorithmName=…`` with the boundaries as a JSON list body).
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import httpx
@@ -25,6 +26,7 @@ from balancer.bundles import bundle_name, split_bundle_name
 from balancer.errors import InvalidInput, UnknownBundle
 from service.errors import ExecutorError, StaleWrite
 from service.zookeeper import paths as P
+from service.zookeeper.batch import BatchResult, Op, commit_batches
 from service.zookeeper.store import Assignment, Versioned, ZkStore
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,39 @@ class ZkExecutor:
             tx.upsert_json(path, doc)
         tx.commit()
 
+    def unload_many(
+        self,
+        moves: Iterable[tuple[str, str | None, str | None, str]],
+        assignments: Mapping[str, Versioned[Assignment]],
+    ) -> BatchResult:
+        """:meth:`unload` of many ``(bundle, source, destination, reason)`` in fenced batches.
+
+        Each write is compare-and-set on the assignment version in ``assignments`` (the leader's
+        view): a bundle whose assignment changed since is refused, not overwritten. An op's ``key``
+        is its bundle; ``Op.data`` is the assignment document written (empty for a delete).
+        """
+        fence = self.current_fence()
+        ops: list[Op] = []
+        nothing_to_do: list[Op] = []  # placement decides, and there is no assignment to drop
+        now = self._clock_ms()
+        for bundle, source, destination, reason in moves:
+            path = P.assignment_path(bundle)
+            current = assignments.get(bundle)
+            if destination is None:
+                if current is None:
+                    nothing_to_do.append(Op.delete(path, key=bundle))
+                else:
+                    ops.append(Op.delete(path, current.version, key=bundle))
+                continue
+            doc = ZkStore.assignment_doc(Assignment(destination, source, reason, now))
+            if current is None:
+                ops.append(Op.create(path, doc, key=bundle))
+            else:
+                ops.append(Op.set(path, doc, current.version, key=bundle))
+        result = commit_batches(self._store, ops, fence)
+        result.done.extend((op, -1) for op in nothing_to_do)
+        return result
+
     def assign(self, bundle: str, broker: str, reason: str, expected_version: int | None) -> None:
         """Give an unowned bundle to ``broker``; ``expected_version`` None = no assignment node existed."""
         tx = self._store.fenced(self.current_fence())
@@ -116,9 +151,9 @@ class ZkExecutor:
         new_layout = got.value.split(rng, list(positions))
         inside = [r for r in new_layout.ranges if rng.lower <= r.lower and r.upper <= rng.upper]
         children = [bundle_name(ns, r) for r in inside]
-        assignments = self._store.read_assignments()
-        owner = self._store.read_owners().get(bundle)
-        current = assignments.get(bundle)
+        # The parent's own two nodes only: reading every assignment and owner costs seconds at 100k.
+        owner = self._store.read_owner(bundle)
+        current = self._store.read_assignment(bundle)
         broker = owner.broker if owner is not None else (current.value.broker if current else None)
         tx = self._store.fenced(self.current_fence())
         tx.set_json(P.policies_path(ns), self._store.layout_doc(ns, new_layout), got.version)

@@ -1,8 +1,10 @@
 """The leader's periodic work, one method per APScheduler job, plus the moves they share.
 
-Every job runs under the service lock: it takes one snapshot, decides purely with ``balancer``,
-then writes; before each write it re-checks leadership, and every write is fenced on the leader
-epoch (see ``docs/ownership.md``), so a job that outlives its leadership writes nothing.
+Every job runs under the service lock: it takes one snapshot (from the watch cache, which the
+service brings up to date before taking the lock), decides purely with ``balancer``, then writes
+in fenced batches (:mod:`service.zookeeper.batch`); before writing it re-checks leadership, and
+every write is fenced on the leader epoch (see ``docs/ownership.md``), so a job that outlives its
+leadership writes nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from balancer.bundles import split_bundle_name
 from balancer.config import LoadBalancerConfig
-from balancer.cycle import CyclePlan, plan_shedding_cycle
+from balancer.cycle import CyclePlan, Move, plan_shedding_cycle
 from balancer.errors import InvalidInput, UnknownBundle
 from balancer.explain import Explanation, explain
 from balancer.loaddata import top_k_bundles_to_write
@@ -35,7 +37,8 @@ from service.leader.cluster_view import DecisionLog, DecisionRecord
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.load_view import LoadView, Snapshot
 from service.zookeeper import paths as P
-from service.zookeeper.store import ZkStore
+from service.zookeeper.batch import Op, commit_batches
+from service.zookeeper.store import Assignment, ZkStore
 
 if TYPE_CHECKING:
     from service.leader.metrics_sink import MetricsSink
@@ -69,6 +72,7 @@ class LeaderJobs:
         self.assigner = assigner
         self.view = view
         self.decisions = decisions
+        self._cycle_sources: set[str] = set()  # brokers that shed in the current cycle
         self.metrics = metrics
         self.history = history
         self.is_leader = is_leader
@@ -98,8 +102,23 @@ class LeaderJobs:
         if not self.is_leader():
             return None
         plan = plan_shedding_cycle(self.view.load, config, shedder, placement, self.view.ctx, now, self.rng)
+        self._cycle_sources = set()
+        if isinstance(self.executor, ZkExecutor):
+            applied = self._apply_moves_batched(plan, snap)
+        else:
+            applied = self._apply_moves(plan)
+        # Pulsar's doLoadShedding counts what it unloaded, not what the strategy proposed.
+        self.metrics.shedding_unloads(len(self._cycle_sources), applied)
+        self.last_plan = plan
+        self.cycles += 1
+        if self.history is not None:
+            self.history.append_cycle(now, self.view.load, snap.owner_map())
+        self.metrics.cycle_finished(time.monotonic() - started, applied)
+        return plan
+
+    def _apply_moves(self, plan: CyclePlan) -> int:
+        """One executor call per move (a remote admin API): stop at the first fenced refusal."""
         applied = 0
-        sources: set[str] = set()
         for move in plan.moves:
             if not self.is_leader():
                 log.warning("leadership lost mid-cycle; %s stays on %s", move.bundle, move.source)
@@ -108,37 +127,72 @@ class LeaderJobs:
             try:
                 self.executor.unload(move.bundle, move.source, move.destination, move.explanation.reason)
             except ServiceError as e:
-                self.view.load.recently_unloaded_bundles.pop(move.bundle, None)
-                self._record(
-                    "shedding",
-                    move.explanation,
-                    bundle=move.bundle,
-                    source=move.source,
-                    destination=move.destination,
-                    applied=False,
-                )
-                log.warning("move of %s refused: %s", move.bundle, e)
+                self._refused(move, str(e))
                 if isinstance(e, StaleWrite):
                     break
                 continue
             applied += 1
-            sources.add(move.source)
-            self._record(
-                "shedding",
-                move.explanation,
-                bundle=move.bundle,
-                source=move.source,
-                destination=move.destination,
+            self._applied(move)
+        return applied
+
+    def _apply_moves_batched(self, plan: CyclePlan, snap: Snapshot) -> int:
+        """All moves of the cycle in fenced, pipelined batches (compare-and-set on each assignment)."""
+        if not plan.moves:
+            return 0
+        moves = {m.bundle: m for m in plan.moves}
+        try:
+            if not self.is_leader():
+                raise StaleWrite("leadership lost before the moves were written")
+            result = self.assigner.unload_many(
+                ((m.bundle, m.source, m.destination, m.explanation.reason) for m in plan.moves),
+                snap.assignments,
             )
-            self.metrics.unloaded(move.explanation.reason)
-        # Pulsar's doLoadShedding counts what it unloaded, not what the strategy proposed.
-        self.metrics.shedding_unloads(len(sources), applied)
-        self.last_plan = plan
-        self.cycles += 1
-        if self.history is not None:
-            self.history.append_cycle(now, self.view.load, snap.owner_map())
-        self.metrics.cycle_finished(time.monotonic() - started, applied)
-        return plan
+        except ServiceError as e:
+            for move in plan.moves:
+                self._refused(move, str(e), quiet=True)
+            log.warning("%d move(s) not written: %s", len(plan.moves), e)
+            return 0
+        for op, version in result.done:
+            move = moves[op.key]
+            self._applied(move)
+            self.view.wrote_assignment(move.bundle, op.data if op.kind != "delete" else None, version)
+        for op, why in result.refused:
+            self._refused(moves[op.key], why, quiet=True)
+        if result.refused:
+            log.warning(
+                "%d of %d move(s) refused (%s), e.g. %s",
+                len(result.refused),
+                len(plan.moves),
+                "leadership lost" if result.fenced_out else result.refused[0][1],
+                result.refused[0][0].key,
+            )
+        log.info(
+            "%d move(s) written in %d transaction(s), %d round(s)",
+            len(result.done),
+            result.transactions,
+            result.rounds,
+        )
+        return len(result.done)
+
+    def _applied(self, move: Move) -> None:
+        self._cycle_sources.add(move.source)
+        self._record(
+            "shedding", move.explanation, bundle=move.bundle, source=move.source, destination=move.destination
+        )
+        self.metrics.unloaded(move.explanation.reason)
+
+    def _refused(self, move: Move, why: str, quiet: bool = False) -> None:
+        self.view.load.recently_unloaded_bundles.pop(move.bundle, None)
+        self._record(
+            "shedding",
+            move.explanation,
+            bundle=move.bundle,
+            source=move.source,
+            destination=move.destination,
+            applied=False,
+        )
+        if not quiet:
+            log.warning("move of %s refused: %s", move.bundle, why)
 
     # ---- orphans -----------------------------------------------------------------------------------
     def reconcile(
@@ -150,14 +204,20 @@ class LeaderJobs:
     def _reconcile(self, snap: Snapshot, config: LoadBalancerConfig, placement: PlacementStrategy) -> int:
         """Give every unowned bundle whose assignment is missing or names a dead broker a live broker."""
         live = snap.live_bundles()
-        assigned = 0
-        for bundle, stale in sorted(snap.assignments.items()):
-            if bundle not in live and self.is_leader():  # left over from a split or a deleted namespace
-                self.store.fenced(self.assigner.current_fence()).delete(
-                    P.assignment_path(bundle), stale.version
-                ).commit()
+        stale = [
+            Op.delete(P.assignment_path(b), got.version, key=b)
+            for b, got in sorted(snap.assignments.items())
+            if b not in live  # left over from a split or a deleted namespace
+        ]
+        if stale and self.is_leader():
+            gone = commit_batches(self.store, stale, self.assigner.current_fence())
+            for op, _ in gone.done:
+                self.view.wrote_assignment(op.key, None, -1)
         if not snap.brokers:
             return 0
+        ops: list[Op] = []
+        planned: dict[str, tuple[Explanation, str | None, str]] = {}
+        clock = now_ms()
         for bundle in sorted(live):
             if bundle in snap.owners:
                 continue
@@ -173,7 +233,7 @@ class LeaderJobs:
                 self.rng,
                 stored_bundle_data=snap.stored_bundle_data.get(bundle),
             )
-            if decision.broker is None or not self.is_leader():
+            if decision.broker is None:
                 continue
             why = explain(
                 "orphan_assigned" if a is not None else "new_bundle_assigned",
@@ -183,20 +243,26 @@ class LeaderJobs:
                 placement=decision.explanation.reason,
                 candidates=len(decision.candidates),
             )
-            try:
-                self.assigner.assign(bundle, decision.broker, why.reason, None if a is None else a.version)
-            except StaleWrite as e:
-                log.info("assignment of %s lost a race: %s", bundle, e)
-                continue
-            assigned += 1
-            self._record(
-                "placement",
-                why,
-                bundle=bundle,
-                source=None if a is None else a.value.broker,
-                destination=decision.broker,
+            doc = ZkStore.assignment_doc(Assignment(decision.broker, None, why.reason, clock))
+            path = P.assignment_path(bundle)
+            ops.append(Op.create(path, doc, bundle) if a is None else Op.set(path, doc, a.version, bundle))
+            planned[bundle] = (why, None if a is None else a.value.broker, decision.broker)
+        if not ops or not self.is_leader():
+            return 0
+        # Compare-and-set on each assignment: one that changed since the snapshot lost a race.
+        result = commit_batches(self.store, ops, self.assigner.current_fence())
+        for op, version in result.done:
+            why, source, broker = planned[op.key]
+            self.view.wrote_assignment(op.key, op.data, version)
+            self._record("placement", why, bundle=op.key, source=source, destination=broker)
+        if result.refused:
+            log.info(
+                "assignment of %d bundle(s) not written (%s), e.g. %s",
+                len(result.refused),
+                result.refused[0][1],
+                result.refused[0][0].key,
             )
-        return assigned
+        return len(result.done)
 
     # ---- bundle data and time averages ---------------------------------------------------------------
     def write_bundle_data(
@@ -206,27 +272,25 @@ class LeaderJobs:
         if not self.is_leader():
             return 0
         load = self.view.load
-        written = 0
-        conflicts: list[str] = []
         try:
             fence = self.assigner.current_fence()
         except StaleWrite:
             return 0  # leadership ended since the check above
+        ops: list[Op] = []
         for bundle in top_k_bundles_to_write(load, config):
             # Compare-and-set: a node the long-term job changed since the refresh above is left as it
             # is; the next refresh adopts its longTermData and the write after that goes through.
             # Fenced on the epoch: a write refused because leadership moved on ends the job.
-            try:
-                version = self.store.write_bundle_data_cas(
-                    bundle, load.bundle_data[bundle], self.view.expected_version(bundle), fence
-                )
-            except StaleWrite:
-                if not self.is_leader():
-                    break
-                conflicts.append(bundle)
-                continue
-            self.view.wrote(bundle, version)
-            written += 1
+            path = P.bundle_data_path(bundle)
+            version = self.view.expected_version(bundle)
+            doc = load.bundle_data[bundle].to_json_dict()
+            ops.append(Op.create(path, doc, bundle) if version == -1 else Op.set(path, doc, version, bundle))
+        result = commit_batches(self.store, ops, fence)
+        for op, version in result.done:
+            self.view.wrote(op.key, version)
+        if result.fenced_out:
+            return len(result.done)
+        conflicts = [op.key for op, _ in result.refused]
         if conflicts:
             self.bundle_data_conflicts += len(conflicts)
             log.info(
@@ -234,17 +298,25 @@ class LeaderJobs:
                 len(conflicts),
                 conflicts[0],
             )
-        for broker, data in load.broker_data.items():
-            self.store.write_time_average(broker, data.time_average_data)
-        for broker in self.store.children(P.TIME_AVERAGE):
-            if broker not in snap.brokers:
-                self.store.delete_time_average(broker)
+        self._write_time_averages(snap, fence)
         # Unlike Pulsar, a bundle in transit keeps its node: only bundles gone from every layout lose it.
         live = snap.live_bundles()
-        for bundle in snap.stored_bundle_data:
-            if bundle not in live:
-                self.store.delete_bundle_data(bundle)
-        return written
+        dead = [Op.delete(P.bundle_data_path(b), -1, b) for b in snap.bundle_data_versions if b not in live]
+        for op, _ in commit_batches(self.store, dead, fence).done:
+            self.view.deleted_bundle_data(op.key)
+        return len(result.done)
+
+    def _write_time_averages(self, snap: Snapshot, fence: Any) -> None:
+        """Every live broker's TimeAverageBrokerData written, dead brokers' nodes removed, in batches."""
+        existing = set(self.store.children(P.TIME_AVERAGE))
+        ops = [
+            Op.set(P.time_average_path(b), d.time_average_data.to_json_dict(), -1, b)
+            if b in existing
+            else Op.create(P.time_average_path(b), d.time_average_data.to_json_dict(), b)
+            for b, d in self.view.load.broker_data.items()
+        ]
+        ops += [Op.delete(P.time_average_path(b), -1, b) for b in existing if b not in snap.brokers]
+        commit_batches(self.store, ops, fence)
 
     # ---- split -------------------------------------------------------------------------------------------
     def auto_split(

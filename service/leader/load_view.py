@@ -1,24 +1,33 @@
 """The leader's LoadData, kept current from the store (Pulsar's ``updateAll``).
 
-Each refresh reads one full snapshot: live brokers and their reports, namespace layouts,
-ownership, assignments, stored bundle data and quotas. New brokers are added, dead ones removed
-(strategies are told the new active set), and, when asked, one ``updateBundleData`` sample is
-taken. Preallocations whose broker died or that the broker now reports are forgotten.
+Each refresh takes one snapshot: live brokers and their reports, namespace layouts, ownership,
+assignments, stored bundle data and quotas. The snapshot comes from a watch-fed cache
+(:class:`ClusterCache` on :mod:`service.zookeeper.cache`): the first refresh of a term (and the
+first after a connection gap) reads everything; later ones read only the nodes whose watches
+fired, so an unchanged cluster costs no read per bundle. Which broker serves which bundle comes,
+as in Pulsar, from the brokers' reports (``LocalBrokerData.bundles``, through ``updateBundleData``);
+ownership nodes are followed too, for orphan detection and the ownership protocol. New brokers are
+added, dead ones removed (strategies are told the new active set), and, when asked, one
+``updateBundleData`` sample is taken. Preallocations whose broker died or that the broker now
+reports are forgotten.
 
 Bundle data is shared with the long-term Spark job (``service.longterm.merge``), which replaces only
 ``longTermData`` of a node. The view remembers, per bundle it holds, the node version it last saw
-when it first met the bundle or last wrote the node itself. A sampling refresh that finds a node at
-another version adopts the node's ``longTermData`` (short-term data and topic count stay the
-leader's) before taking its sample, so the leader's samples continue the merged window; the
-bundle-data writer then writes compare-and-set against that version (``expected_version``).
+when it first met the bundle or last wrote the node itself (its own writes are told to the cache, so
+they are never read back). A sampling refresh that finds a node at another version adopts the
+node's ``longTermData`` (short-term data and topic count stay the leader's) before taking its
+sample, so the leader's samples continue the merged window; the bundle-data writer then writes
+compare-and-set against that version (``expected_version``).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import dataclass, field
+from typing import Any
 
 from balancer.bundles import NamespaceBundles
 from balancer.loaddata import update_bundle_data
@@ -26,6 +35,8 @@ from balancer.models import BrokerData, BundleData, LoadData, LocalBrokerData
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.context import PlacementContext
 from balancer.shedding.base import LoadSheddingStrategy
+from service.zookeeper import paths as P
+from service.zookeeper.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
 from service.zookeeper.policies import read_placement_policies
 from service.zookeeper.store import Assignment, Owner, Versioned, ZkStore
 
@@ -44,6 +55,8 @@ class Snapshot:
     stored_bundle_data: dict[str, BundleData] = field(default_factory=dict)
     new_brokers: set[str] = field(default_factory=set)
     dead_brokers: set[str] = field(default_factory=set)
+    bundle_data_versions: dict[str, int] = field(default_factory=dict)  # every node, malformed too
+    quotas: dict[str, Any] = field(default_factory=dict)
     dropped_bundles: list[str] = field(default_factory=list)
     adopted_long_term: list[str] = field(default_factory=list)
 
@@ -52,6 +65,49 @@ class Snapshot:
 
     def owner_map(self) -> dict[str, str]:
         return {b: o.broker for b, o in self.owners.items()}
+
+
+@dataclass(frozen=True)
+class _Stat:
+    """The part of a ZnodeStat a decoder reads, for values this process wrote itself."""
+
+    version: int
+    ephemeralOwner: int = 0  # ZooKeeper's field name
+
+
+class ClusterCache:
+    """The trees a leader follows, on one store session; built lazily by :class:`LoadView`."""
+
+    def __init__(self, store: ZkStore) -> None:
+        self.store = store
+        self.watch = WatchCache(store)
+        w = self.watch
+        self.brokers: WatchedTree[LocalBrokerData] = w.tree(
+            "brokers", P.BROKERS, store.decode_broker, depth_leaf(1), 1
+        )
+        self.layouts: WatchedTree[Versioned[NamespaceBundles]] = w.tree(
+            "layouts", P.LOCAL_POLICIES, store.decode_layout, depth_leaf(2), 2
+        )
+        self.owners: WatchedTree[Owner] = w.tree("owners", P.OWNERSHIP, store.decode_owner)
+        self.assignments: WatchedTree[Versioned[Assignment]] = w.tree(
+            "assignments", P.ASSIGNMENTS, store.decode_assignment
+        )
+        self.bundle_data: WatchedTree[BundleData] = w.tree(
+            "bundle-data", P.BUNDLE_DATA, store.decode_bundle_data
+        )
+        # Pulsar 2.8+ keeps quotas at <RESOURCE_QUOTA>/<bundle>; pre-2.8 nodes under namespace/ count
+        # only where no new one exists (as ZkStore.read_quotas).
+        self.quotas: WatchedTree[Any] = w.tree("quotas", P.RESOURCE_QUOTA, store.decode_quota)
+        self.legacy_quotas: WatchedTree[Any] = w.tree(
+            "legacy-quotas", P.RESOURCE_QUOTA_LEGACY, store.decode_quota
+        )
+        self.last_stats: dict[str, SyncStats] = {}
+        # One syncer at a time (jobs and the REST view): trees are read and mutated under it.
+        self.lock = threading.Lock()
+
+    def sync(self) -> dict[str, SyncStats]:
+        self.last_stats = self.watch.sync()
+        return self.last_stats
 
 
 class LoadView:
@@ -63,6 +119,8 @@ class LoadView:
         self.cluster = cluster
         self.adopted_long_term_total = 0
         self._on_adopt = on_adopt
+        self.cache: ClusterCache | None = None
+        self._cache_lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
@@ -72,11 +130,73 @@ class LoadView:
         self.last: Snapshot | None = None
         # Bundle-data node version per bundle in ``load.bundle_data``; absent: no node seen.
         self.bundle_data_versions: dict[str, int] = {}
+        if self.cache is not None:  # a new term (or a test's fresh start) re-reads everything once
+            self.cache.watch.request_resync()
+
+    def cache_for(self, store: ZkStore) -> ClusterCache:
+        """The cache on ``store``'s session (a different store starts a new cache)."""
+        with self._cache_lock:
+            if self.cache is None or self.cache.store is not store:
+                self.cache = ClusterCache(store)
+            return self.cache
+
+    def prefetch(self, store: ZkStore) -> None:
+        """Bring the cache up to date without touching LoadData: the ZooKeeper reads of the next
+        refresh, done before its caller takes any lock of its own (a full resync at 100,000
+        bundles takes seconds; REST calls need not wait for it)."""
+        cache = self.cache_for(store)
+        with cache.lock:
+            cache.sync()
+
+    def snapshot(self, store: ZkStore, now_ms: int, bundle_data: bool = False) -> Snapshot:
+        """Brokers, layouts, owners and assignments (and, when asked, stored bundle data and its
+        versions) as the cache has them after one sync; no sample. Safe from any thread."""
+        cache = self.cache_for(store)
+        with cache.lock:
+            cache.sync()
+            snap = Snapshot(
+                time_ms=now_ms,
+                brokers=dict(cache.brokers.values),
+                layouts=dict(cache.layouts.values),
+                owners=dict(cache.owners.values),
+                assignments=dict(cache.assignments.values),
+            )
+            if bundle_data:
+                snap.stored_bundle_data = dict(cache.bundle_data.values)
+                snap.bundle_data_versions = dict(cache.bundle_data.versions)
+                legacy = P.RESOURCE_QUOTA_LEGACY[len(P.RESOURCE_QUOTA) + 1 :] + "/"
+                snap.quotas = dict(cache.legacy_quotas.values)
+                snap.quotas.update({b: q for b, q in cache.quotas.values.items() if not b.startswith(legacy)})
+        return snap
+
+    def wrote_assignment(self, bundle: str, doc: bytes | None, version: int) -> None:
+        """Our own assignment write of ``doc`` (None: deleted), so the cache does not read it back."""
+        cache = self.cache
+        if cache is None:
+            return
+        with cache.lock:
+            if doc is None:
+                cache.assignments.note_deleted(bundle)
+                return
+            # Decoded by the store's own parser from the very bytes written: the cache holds what
+            # a read would return.
+            path = P.assignment_path(bundle)
+            got = cache.store.decode_assignment(path, doc, _Stat(version))
+            cache.assignments.note_written(bundle, got, version)
+
+    def deleted_bundle_data(self, bundle: str) -> None:
+        if self.cache is not None:
+            with self.cache.lock:
+                self.cache.bundle_data.note_deleted(bundle)
 
     def shadow(self) -> LoadView:
         """A detached deep copy to refresh and plan on (a dry run): what happens to it, including
         long-term data it adopts, is never seen by this view nor reported to ``on_adopt``."""
-        copy = LoadView()
+        copy = LoadView(cluster=self.cluster)
+        # The watch cache is shared, not copied: it only mirrors ZooKeeper (under its own lock), and
+        # a second cache would re-read the whole cluster and set its watches again for one dry run.
+        copy.cache = self.cache
+        copy._cache_lock = self._cache_lock
         copy.load = self.load.model_copy(deep=True)
         copy.ctx = deepcopy(self.ctx)
         copy.known_brokers = set(self.known_brokers)
@@ -90,6 +210,11 @@ class LoadView:
 
     def wrote(self, bundle: str, version: int) -> None:
         self.bundle_data_versions[bundle] = version
+        data = self.load.bundle_data.get(bundle)
+        if self.cache is not None and data is not None:
+            # A copy: the view's own object keeps taking samples after the write.
+            with self.cache.lock:
+                self.cache.bundle_data.note_written(bundle, data.model_copy(deep=True), version)
 
     def forget(self, bundle: str) -> None:
         """Drop a bundle (e.g. a split parent): if it comes back it is seeded again from the store."""
@@ -103,14 +228,8 @@ class LoadView:
         strategies: tuple[LoadSheddingStrategy, PlacementStrategy],
         sample: bool = True,
     ) -> Snapshot:
-        brokers = store.read_brokers()
-        snap = Snapshot(
-            time_ms=now_ms,
-            brokers=brokers,
-            layouts=store.read_layouts(),
-            owners=store.read_owners(),
-            assignments=store.read_assignments(),
-        )
+        snap = self.snapshot(store, now_ms, bundle_data=sample)
+        brokers = snap.brokers
         current = set(brokers)
         snap.new_brokers = current - self.known_brokers
         snap.dead_brokers = self.known_brokers - current
@@ -127,19 +246,15 @@ class LoadView:
                 strategy.on_active_brokers_change(set(current))
         self.known_brokers = current
         if sample:
-            nodes = store.read_bundle_data_versioned()
-            snap.stored_bundle_data = {b: got.value for b, got in nodes.items() if got.value is not None}
-            snap.adopted_long_term = self._adopt_external(nodes)
+            snap.adopted_long_term = self._adopt_external(snap)
             held = set(self.load.bundle_data)
-            snap.dropped_bundles = update_bundle_data(
-                self.load, now_ms, snap.stored_bundle_data, store.read_quotas()
-            )
+            snap.dropped_bundles = update_bundle_data(self.load, now_ms, snap.stored_bundle_data, snap.quotas)
             for bundle in self.load.bundle_data.keys() - held:  # first sight: seeded from this read
-                got = nodes.get(bundle)
-                if got is None:
+                version = snap.bundle_data_versions.get(bundle)
+                if version is None:
                     self.bundle_data_versions.pop(bundle, None)
                 else:
-                    self.bundle_data_versions[bundle] = got.version
+                    self.bundle_data_versions[bundle] = version
             for bundle in snap.dropped_bundles:
                 self.bundle_data_versions.pop(bundle, None)
         self.ctx.available_brokers = sorted(current)
@@ -148,20 +263,22 @@ class LoadView:
         self.last = snap
         return snap
 
-    def _adopt_external(self, nodes: dict[str, Versioned[BundleData | None]]) -> list[str]:
+    def _adopt_external(self, snap: Snapshot) -> list[str]:
         """Take ``longTermData`` from each held bundle's node that another writer changed since we saw it."""
         adopted: list[str] = []
         versions = self.bundle_data_versions
+        node_versions = snap.bundle_data_versions
         for bundle, data in self.load.bundle_data.items():
-            got = nodes.get(bundle)
-            if got is None:
+            version = node_versions.get(bundle)
+            if version is None:
                 versions.pop(bundle, None)  # node deleted: the next write creates it again
                 continue
-            if versions.get(bundle) == got.version:
+            if versions.get(bundle) == version:
                 continue
-            versions[bundle] = got.version
-            if got.value is not None:  # a malformed node has nothing to adopt; the next write repairs it
-                data.long_term_data = got.value.long_term_data.model_copy(deep=True)
+            versions[bundle] = version
+            value = snap.stored_bundle_data.get(bundle)
+            if value is not None:  # a malformed node has nothing to adopt; the next write repairs it
+                data.long_term_data = value.long_term_data.model_copy(deep=True)
                 adopted.append(bundle)
         if adopted:
             self.adopted_long_term_total += len(adopted)

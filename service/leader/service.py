@@ -189,6 +189,12 @@ class LoadManagerService:
     def _leader_job(self, name: str, fn: Callable[..., Any]) -> None:
         if not self.is_leader():
             return
+        # The job's ZooKeeper reads happen here, outside the service lock (the watch cache has its
+        # own); under the lock the job's refresh then finds at most a few new events to read.
+        try:
+            self._loadview.prefetch(self.store)
+        except ServiceError as e:
+            log.info("%s job: prefetch deferred: %s", name, e)
         with self._lock:
             if not self.is_leader():
                 return
@@ -249,21 +255,32 @@ class LoadManagerService:
         return self._publish_view()
 
     def _publish_view(self) -> ClusterView:
-        s = self.store
+        """The cluster as the watch cache has it (one cheap sync), never a full read of ZooKeeper."""
         leader = self.is_leader()
-        with self._lock:
-            bundle_data = dict(self._loadview.load.bundle_data) if leader else {}
-            recent = dict(self._loadview.load.recently_unloaded_bundles)
+        snap = self._loadview.snapshot(self.store, now_ms(), bundle_data=not leader)
+        previous = self._view_cache
+        # A running job holds the service lock for seconds at 100k bundles: do not wait behind it,
+        # show the leader's bundle data as of the last view instead.
+        if self._lock.acquire(blocking=False):
+            try:
+                bundle_data = dict(self._loadview.load.bundle_data) if leader else {}
+                recent = dict(self._loadview.load.recently_unloaded_bundles)
+            finally:
+                self._lock.release()
+        elif previous is not None:
+            bundle_data, recent = previous.bundle_data, previous.recently_unloaded
+        else:
+            bundle_data, recent = {}, {}
         v = ClusterView(
             time_ms=now_ms(),
             leader=self.leader_info(),
-            brokers=s.read_brokers(),
-            bundle_data=bundle_data or s.read_bundle_data(),
-            owners={b: o.broker for b, o in s.read_owners().items()},
-            assignments={b: a.value.broker for b, a in s.read_assignments().items()},
-            namespaces={ns: got.value.bundle_names for ns, got in s.read_layouts().items()},
+            brokers=snap.brokers,
+            bundle_data=bundle_data or snap.stored_bundle_data,
+            owners={b: o.broker for b, o in snap.owners.items()},
+            assignments={b: a.value.broker for b, a in snap.assignments.items()},
+            namespaces={ns: got.value.bundle_names for ns, got in snap.layouts.items()},
             recently_unloaded=recent,
-            malformed=dict(s.malformed),
+            malformed=dict(self.store.malformed),
         )
         self._view_cache = v
         w = self._config.weights()
@@ -391,10 +408,11 @@ class LoadManagerService:
         if got is None:
             raise UnknownBundle(f"namespace {ns} has no bundle layout")
         bundle = got.value.find_bundle(topic)
-        owner = self.store.read_owners().get(bundle)
+        # This bundle's own nodes only: a lookup must not read every bundle of the cluster.
+        owner = self.store.read_owner(bundle)
         if owner is not None:
             return owner.broker
-        assigned = self.store.read_assignments().get(bundle)
+        assigned = self.store.read_assignment(bundle)
         if assigned is not None and assigned.value.broker in self.store.broker_ids():
             return assigned.value.broker
         if not assign:
@@ -405,7 +423,7 @@ class LoadManagerService:
                 self.store, now_ms(), (self._shedder, self._placement), sample=False
             )
             self.jobs._reconcile(snap, self._config, self._placement)
-        assigned = self.store.read_assignments().get(bundle)
+        assigned = self.store.read_assignment(bundle)
         if assigned is None:
             raise UnknownBroker(f"no live broker can take {bundle}")
         # the placement itself is logged by reconcile; this says whose lookup caused it

@@ -7,11 +7,12 @@ Pulsar's paths (:mod:`service.zookeeper.paths`) and the typed records stored und
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.exceptions import NoNodeError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from balancer.bundles import NamespaceBundles
 from balancer.errors import InvalidInput
@@ -20,7 +21,9 @@ from service.errors import StaleWrite
 from service.zookeeper import paths as P
 from service.zookeeper.nodes import Fenced, JsonZk, Versioned, json_bytes, translated
 
+log = logging.getLogger(__name__)
 __all__ = ["Assignment", "Fenced", "Owner", "Versioned", "ZkStore", "translated"]
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,13 @@ class ZkStore(JsonZk):
         self.put_json(path, data.to_json_dict(), version=-1, ephemeral=True)
 
     def write_broker(self, broker_id: str, data: LocalBrokerData) -> None:
+        raw = json_bytes(data.to_json_dict())
+        warning = report_size_warning(broker_id, len(raw), len(data.last_stats))
+        if warning is not None:
+            log.warning("%s", warning)
         with translated():
             try:
-                self.client.set(P.broker_path(broker_id), json_bytes(data.to_json_dict()))
+                self.client.set(P.broker_path(broker_id), raw)
             except NoNodeError:
                 raise StaleWrite(f"broker node of {broker_id} is gone") from None
 
@@ -72,6 +79,55 @@ class ZkStore(JsonZk):
             if got is not None:
                 out[broker] = got.value
         return out
+
+    # ---- decoding one node (reads above and the leader's watch cache share these) -----------------
+    def decode_model(self, path: str, raw: bytes, stat: Any, model: type[M]) -> M | None:
+        got = self._json(path, raw, int(stat.version))
+        parsed = None if got is None else self._model(path, got, model)
+        return None if parsed is None else parsed.value
+
+    def decode_broker(self, path: str, raw: bytes, stat: Any) -> LocalBrokerData | None:
+        return self.decode_model(path, raw, stat, LocalBrokerData)
+
+    def decode_quota(self, path: str, raw: bytes, stat: Any) -> ResourceQuota | None:
+        return self.decode_model(path, raw, stat, ResourceQuota)
+
+    def decode_bundle_data(self, path: str, raw: bytes, stat: Any) -> BundleData | None:
+        return self._parse_bundle_data(path, raw)
+
+    def decode_layout(self, path: str, raw: bytes, stat: Any) -> Versioned[NamespaceBundles] | None:
+        got = self._json(path, raw, int(stat.version))
+        return None if got is None else self._layout(path, got)
+
+    def _layout(self, path: str, got: Versioned[Any]) -> Versioned[NamespaceBundles] | None:
+        if not isinstance(got.value, dict) or "bundles" not in got.value:
+            return None
+        namespace = path[len(P.LOCAL_POLICIES) + 1 :]
+        try:
+            layout = NamespaceBundles.from_policies(namespace, got.value["bundles"])
+        except (InvalidInput, AttributeError, TypeError) as e:
+            self._malformed(path, f"bad bundle layout: {e}")
+            return None
+        return Versioned(layout, got.version)
+
+    def decode_owner(self, path: str, raw: bytes, stat: Any) -> Owner | None:
+        broker = _owner_broker(raw)
+        if broker is None:
+            self._malformed(path, "ownership data names no broker")
+            return None
+        return Owner(broker, int(stat.ephemeralOwner), int(stat.version))
+
+    def decode_assignment(self, path: str, raw: bytes, stat: Any) -> Versioned[Assignment] | None:
+        got = self._json(path, raw, int(stat.version))
+        return None if got is None else self._assignment(path, got)
+
+    def _assignment(self, path: str, got: Versioned[Any]) -> Versioned[Assignment] | None:
+        v = got.value
+        if not isinstance(v, dict) or not isinstance(v.get("broker"), str):
+            self._malformed(path, "assignment without a broker")
+            return None
+        a = Assignment(v["broker"], v.get("source"), str(v.get("reason", "")), int(v.get("time", 0)))
+        return Versioned(a, got.version)
 
     def _stat(self, path: str) -> Any:
         with translated():
@@ -175,14 +231,7 @@ class ZkStore(JsonZk):
     def read_layout(self, namespace: str) -> Versioned[NamespaceBundles] | None:
         path = P.policies_path(namespace)
         got = self.get_json(path)
-        if got is None or not isinstance(got.value, dict) or "bundles" not in got.value:
-            return None
-        try:
-            layout = NamespaceBundles.from_policies(namespace, got.value["bundles"])
-        except (InvalidInput, AttributeError, TypeError) as e:
-            self._malformed(path, f"bad bundle layout: {e}")
-            return None
-        return Versioned(layout, got.version)
+        return None if got is None else self._layout(path, got)
 
     def read_layouts(self) -> dict[str, Versioned[NamespaceBundles]]:
         out = {}
@@ -222,13 +271,24 @@ class ZkStore(JsonZk):
             path = P.ownership_path(bundle)
             if path not in nodes:
                 continue
-            raw, stat = nodes[path]
-            broker = _owner_broker(raw)
-            if broker is None:
-                self._malformed(path, "ownership data names no broker")
-                continue
-            out[bundle] = Owner(broker, int(stat.ephemeralOwner), int(stat.version))
+            owner = self.decode_owner(path, *nodes[path])
+            if owner is not None:
+                out[bundle] = owner
         return out
+
+    def read_owner(self, bundle: str) -> Owner | None:
+        path = P.ownership_path(bundle)
+        with translated():
+            try:
+                raw, stat = self.client.get(path)
+            except NoNodeError:
+                return None
+        return self.decode_owner(path, raw, stat)
+
+    def read_assignment(self, bundle: str) -> Versioned[Assignment] | None:
+        path = P.assignment_path(bundle)
+        got = self.get_json(path)
+        return None if got is None else self._assignment(path, got)
 
     def acquire(self, bundle: str, broker_id: str, urls: dict[str, str]) -> bool:
         """Create this session's ephemeral ownership node; False if someone already owns the bundle.
@@ -263,14 +323,9 @@ class ZkStore(JsonZk):
         for bundle in bundles:
             path = P.assignment_path(bundle)
             got = nodes.get(path)
-            if got is None:
-                continue
-            v = got.value
-            if not isinstance(v, dict) or not isinstance(v.get("broker"), str):
-                self._malformed(path, "assignment without a broker")
-                continue
-            a = Assignment(v["broker"], v.get("source"), str(v.get("reason", "")), int(v.get("time", 0)))
-            out[bundle] = Versioned(a, got.version)
+            assignment = None if got is None else self._assignment(path, got)
+            if assignment is not None:
+                out[bundle] = assignment
         return out
 
     @staticmethod
@@ -292,6 +347,23 @@ class ZkStore(JsonZk):
 
     def write_workload(self, scenario: dict[str, Any]) -> None:
         self.put_json(P.WORKLOAD, scenario)
+
+
+# ZooKeeper refuses a request larger than jute.maxbuffer (server default 0xfffff bytes). A broker
+# report carries every bundle's stats (~300 bytes each), so ~3,000 bundles on one broker reach it.
+JUTE_MAXBUFFER = 0xFFFFF
+REPORT_WARN_FRACTION = 0.8
+
+
+def report_size_warning(broker_id: str, size: int, bundles: int, limit: int = JUTE_MAXBUFFER) -> str | None:
+    """A warning when a broker report nears ``jute.maxbuffer`` (None while it is comfortably below)."""
+    if size < REPORT_WARN_FRACTION * limit:
+        return None
+    return (
+        f"load report of {broker_id} is {size} bytes for {bundles} bundle(s), "
+        f"{100 * size / limit:.0f}% of ZooKeeper's jute.maxbuffer ({limit} bytes): past it the report "
+        "cannot be written; raise jute.maxbuffer on servers and clients, or spread the bundles"
+    )
 
 
 def _owner_broker(raw: bytes) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from service.broker.workload import BundleLoad, Scenario
 from service.leader.cluster_view import DecisionLog
 from service.leader.executors import ZkExecutor
 from service.leader.jobs import LeaderJobs
-from service.leader.load_view import LoadView
+from service.leader.load_view import LoadView, Snapshot
 from service.leader.metrics_sink import NoMetrics
 from service.leader.service import make_strategies
 from service.longterm.merge import merge_long_term
@@ -152,14 +153,15 @@ def test_a_merge_racing_the_writer_is_not_overwritten_and_is_adopted_next(cluste
     assert view.expected_version(bundle) == version
     assert first.long_term_data.msg_rate_in == pytest.approx(100.0)
 
-    read_quotas: Callable[[], object] = store.read_quotas
+    refresh: Callable[..., Snapshot] = view.refresh
 
-    def merge_then_read_quotas() -> object:  # runs inside the refresh, after the bundle data was read
-        store.read_quotas = read_quotas  # type: ignore[method-assign]
+    def refresh_then_merge(*args: Any, **kw: Any) -> Snapshot:  # the merge lands after the refresh
+        view.refresh = refresh  # type: ignore[method-assign]
+        snap = refresh(*args, **kw)
         assert merge_long_term(store.client, {bundle: MERGED}, {bundle}).updated == 1
-        return read_quotas()
+        return snap
 
-    store.read_quotas = merge_then_read_quotas  # type: ignore[method-assign]
+    view.refresh = refresh_then_merge  # type: ignore[method-assign]
     assert jobs.write_bundle_data(config, shedder, placement) == 0
     assert jobs.bundle_data_conflicts == 1
     raced, raced_version = _node(store, bundle)

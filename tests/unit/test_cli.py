@@ -52,3 +52,13 @@ def test_bad_config_value_is_a_clear_error(
     assert main(["config", "show", "--local"]) == 2
     err = capsys.readouterr().err
     assert "loadBalancerBrokerOverloadedThresholdPercentage" in err and "lots" in err
+
+
+def test_zookeeper_heap_is_checked_before_java_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["zookeeper", "--heap-mb", "10"]) == 2
+    assert "--heap-mb must be at least 64 (MiB), got 10" in capsys.readouterr().out
+    monkeypatch.setenv("LOADMGR_ZK_HEAP_MB", "lots")
+    assert main(["zookeeper"]) == 2
+    assert "LOADMGR_ZK_HEAP_MB='lots'" in capsys.readouterr().out

@@ -1,0 +1,187 @@
+"""Fenced multi-op writes in batches, several in flight: thousands of leader writes in seconds.
+
+One fenced transaction per write costs a full round trip plus a disk sync (~4.5 ms here), so an
+18,000-move cycle would spend over a minute writing. :func:`commit_batches` packs the writes into
+transactions of at most ``max_ops`` operations and ``max_bytes`` of payload (well under ZooKeeper's
+``jute.maxbuffer``, 1 MiB by default, which bounds a whole request), each beginning with the
+leader-epoch check, and keeps ``in_flight`` of them outstanding at once.
+
+A transaction is all or nothing, so one stale write (a compare-and-set that lost a race) would
+refuse its whole batch: ZooKeeper names the failing operation, which alone is refused, and the
+other operations of that batch go out again in the next round. A failed epoch check means this
+writer is no longer the leader: that batch and every later one are refused, nothing is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.exceptions import RolledBackError
+
+from service.zookeeper import paths as P
+from service.zookeeper.nodes import PIPELINE, JsonZk, Versioned, json_bytes, translated
+
+log = logging.getLogger(__name__)
+
+BATCH_OPS = 1000
+BATCH_BYTES = 256 * 1024  # a quarter of the default jute.maxbuffer: headroom for paths and framing
+IN_FLIGHT = 8
+OP_OVERHEAD = 64  # bytes of framing per operation besides path and data
+
+
+@dataclass(frozen=True)
+class Op:
+    """One write: ``kind`` is create, set, delete or check; ``key`` is the caller's handle (a bundle)."""
+
+    kind: str
+    path: str
+    data: bytes = b""
+    version: int = -1
+    key: Any = None
+    ephemeral: bool = False
+
+    @staticmethod
+    def create(path: str, obj: Any, key: Any = None, ephemeral: bool = False) -> Op:
+        return Op("create", path, json_bytes(obj), -1, key, ephemeral)
+
+    @staticmethod
+    def set(path: str, obj: Any, version: int = -1, key: Any = None) -> Op:
+        return Op("set", path, json_bytes(obj), version, key)
+
+    @staticmethod
+    def delete(path: str, version: int = -1, key: Any = None) -> Op:
+        return Op("delete", path, b"", version, key)
+
+    @property
+    def size(self) -> int:
+        return len(self.path) + len(self.data) + OP_OVERHEAD
+
+
+@dataclass
+class BatchResult:
+    """``done`` ops with the version each left (create: 0, delete: -1); ``refused`` with the reason."""
+
+    done: list[tuple[Op, int]] = field(default_factory=list)
+    refused: list[tuple[Op, str]] = field(default_factory=list)
+    fenced_out: bool = False
+    transactions: int = 0
+    rounds: int = 0
+
+
+def commit_batches(
+    zk: JsonZk,
+    ops: Sequence[Op],
+    fence: Versioned[str] | None,
+    max_ops: int = BATCH_OPS,
+    max_bytes: int = BATCH_BYTES,
+    in_flight: int = IN_FLIGHT,
+) -> BatchResult:
+    """Commit ``ops`` in fenced transactions, pipelined; see the module docstring for failures."""
+    if max_ops < 1 or max_bytes < 1 or in_flight < 1:
+        raise ValueError(f"batch limits must be positive: {max_ops=}, {max_bytes=}, {in_flight=}")
+    out = BatchResult()
+    _ensure_parents(zk, [op.path for op in ops if op.kind == "create"])
+    pending = list(ops)
+    while pending and not out.fenced_out:
+        out.rounds += 1
+        pending = _round(zk, pending, fence, max_ops, max_bytes, in_flight, out)
+    for op in pending:
+        out.refused.append((op, "fenced"))
+    return out
+
+
+def _chunks(ops: list[Op], max_ops: int, max_bytes: int) -> list[list[Op]]:
+    chunks: list[list[Op]] = []
+    cur: list[Op] = []
+    size = 0
+    for op in ops:
+        if cur and (len(cur) >= max_ops or size + op.size > max_bytes):
+            chunks.append(cur)
+            cur, size = [], 0
+        cur.append(op)
+        size += op.size
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
+def _round(
+    zk: JsonZk,
+    ops: list[Op],
+    fence: Versioned[str] | None,
+    max_ops: int,
+    max_bytes: int,
+    in_flight: int,
+    out: BatchResult,
+) -> list[Op]:
+    """One pass over ``ops``; returns the ops to send again (their batch failed on another op)."""
+    retry: list[Op] = []
+    window: deque[tuple[list[Op], Any]] = deque()
+    timeout = max(zk.session_timeout_s, 1.0) * 4
+    with translated():
+        for chunk in _chunks(ops, max_ops, max_bytes):
+            if out.fenced_out:
+                out.refused.extend((op, "fenced") for op in chunk)
+                continue
+            window.append((chunk, _submit(zk, chunk, fence)))
+            out.transactions += 1
+            if len(window) >= in_flight:
+                batch, result = window.popleft()
+                retry.extend(_settle(batch, result.get(timeout=timeout), fence is not None, out))
+        while window:
+            batch, result = window.popleft()
+            retry.extend(_settle(batch, result.get(timeout=timeout), fence is not None, out))
+    return retry
+
+
+def _submit(zk: JsonZk, chunk: list[Op], fence: Versioned[str] | None) -> Any:
+    tx = zk.client.transaction()
+    if fence is not None:
+        tx.check(P.LEADER_EPOCH, fence.version)
+    for op in chunk:
+        if op.kind == "create":
+            tx.create(op.path, op.data, ephemeral=op.ephemeral)
+        elif op.kind == "set":
+            tx.set_data(op.path, op.data, op.version)
+        elif op.kind == "delete":
+            tx.delete(op.path, op.version)
+        else:
+            tx.check(op.path, op.version)
+    return tx.commit_async()
+
+
+def _settle(batch: list[Op], results: list[Any], fenced: bool, out: BatchResult) -> list[Op]:
+    skip = 1 if fenced else 0
+    failed = [
+        i for i, r in enumerate(results) if isinstance(r, Exception) and not isinstance(r, RolledBackError)
+    ]
+    if not failed:
+        for op, r in zip(batch, results[skip:], strict=True):
+            version = int(r.version) if op.kind == "set" else (0 if op.kind == "create" else -1)
+            out.done.append((op, version))
+        return []
+    if fenced and failed[0] == 0:
+        out.fenced_out = True
+        out.refused.extend((op, "fenced") for op in batch)
+        return []
+    bad = failed[0] - skip
+    out.refused.append((batch[bad], type(results[failed[0]]).__name__))
+    return batch[:bad] + batch[bad + 1 :]
+
+
+def _ensure_parents(zk: JsonZk, paths: list[str]) -> None:
+    """Create the missing parents of nodes about to be created: one pipelined ``exists`` each."""
+    parents = sorted({P.parent(p) for p in paths})
+    if not parents:
+        return
+    with translated():
+        for start in range(0, len(parents), PIPELINE):
+            chunk = parents[start : start + PIPELINE]
+            pending = [(p, zk.client.exists_async(p)) for p in chunk]
+            for p, result in pending:
+                if result.get(timeout=max(zk.session_timeout_s, 1.0) * 2) is None:
+                    zk.client.ensure_path(p)

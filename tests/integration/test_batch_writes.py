@@ -1,0 +1,71 @@
+"""Fenced batched writes (service.zookeeper.batch) on a real ZooKeeper: packing, conflicts, fencing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from service.zookeeper.batch import Op, commit_batches
+from service.zookeeper.store import ZkStore
+
+
+@pytest.fixture
+def store(zk_chroot_hosts: str) -> Iterator[ZkStore]:
+    s = ZkStore(zk_chroot_hosts, session_timeout_s=10)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def _paths(n: int) -> list[str]:
+    return [f"/loadmgr/assignments/t/ns{i % 7}/0x{i:08x}_0x{i + 1:08x}" for i in range(n)]
+
+
+def test_thousands_of_writes_go_out_in_few_fenced_transactions(store: ZkStore) -> None:
+    fence = store.bump_epoch("leader")
+    paths = _paths(2500)
+    result = commit_batches(
+        store, [Op.create(p, {"i": i}, key=i) for i, p in enumerate(paths)], fence, 100, 1 << 20, 4
+    )
+    assert len(result.done) == 2500 and not result.refused and not result.fenced_out
+    assert result.transactions == 25 and result.rounds == 1
+    assert store.get_json(paths[1234]).value == {"i": 1234}  # type: ignore[union-attr]
+    assert {v for _, v in result.done} == {0}  # a create leaves version 0
+
+    # Overwrites report the version they left, so the writer never needs to read them back.
+    again = commit_batches(store, [Op.set(p, {"i": -1}, 0, key=p) for p in paths[:300]], fence)
+    assert {v for _, v in again.done} == {1} and again.transactions == 1
+
+
+def test_a_lost_race_refuses_only_its_own_write(store: ZkStore) -> None:
+    fence = store.bump_epoch("leader")
+    paths = _paths(300)
+    commit_batches(store, [Op.create(p, {}) for p in paths], fence)
+    store.put_json(paths[150], {"other": "writer"})  # version 0 -> 1 behind the leader's back
+    result = commit_batches(store, [Op.set(p, {"leader": True}, 0, key=p) for p in paths], fence, 1000)
+    assert [(op.key, why) for op, why in result.refused] == [(paths[150], "BadVersionError")]
+    assert len(result.done) == 299 and result.rounds == 2  # the rest of its batch went out again
+    assert store.get_json(paths[150]).value == {"other": "writer"}  # type: ignore[union-attr]
+    assert store.get_json(paths[151]).value == {"leader": True}  # type: ignore[union-attr]
+
+
+def test_a_replaced_leader_writes_nothing(store: ZkStore) -> None:
+    fence = store.bump_epoch("old-leader")
+    store.bump_epoch("new-leader")
+    paths = _paths(500)
+    result = commit_batches(store, [Op.create(p, {}) for p in paths], fence, 100, 1 << 20, 3)
+    assert result.fenced_out and not result.done and len(result.refused) == 500
+    assert all(store.get_json(p) is None for p in paths[::50])
+
+
+def test_batches_stay_under_the_byte_limit(store: ZkStore) -> None:
+    fence = store.bump_epoch("leader")
+    big = "x" * 100_000
+    paths = _paths(10)
+    result = commit_batches(store, [Op.create(p, {"pad": big}) for p in paths], fence, 1000, 256 * 1024)
+    assert len(result.done) == 10 and result.transactions == 5  # two 100 KB writes per transaction
+    with pytest.raises(ValueError, match="max_ops"):
+        commit_batches(store, [], fence, max_ops=0)
