@@ -106,9 +106,9 @@ def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
         assert policies["iso"]["primary"] == ["b-1"] and policies["iso"]["namespaces"] == ["pay/eu"]
         r = api.put("/namespaces/pay/eu/policies", json={"namespaceAntiAffinityGroup": ""}, headers=auth)
         assert r.json()["namespaceAntiAffinityGroup"] is None
-        assert api.get("/namespaces").json() == [
+        assert api.get("/namespaces", headers=auth).json() == [
             {"namespace": "pay/eu", "bundles": 4, "namespaceAntiAffinityGroup": None}
         ]
         assert api.delete("/namespaces/pay/eu", headers=auth).status_code == 204
         assert api.delete("/namespaces/pay/eu", headers=auth).status_code == 404
-        assert api.get("/namespaces").json() == []
+        assert api.get("/namespaces", headers=auth).json() == []
