@@ -65,8 +65,10 @@ def _serve(args: argparse.Namespace) -> int:
     history = None
     if settings.history_enabled:
         from service.longterm.history import HistorySink
+        from service.longterm.history_meta import write_meta
 
         history = HistorySink(settings.history_uri)
+        write_meta(settings.history_uri, config)  # what loadmgr replay assumes the leader ran
     service = LoadManagerService(settings, config, metrics=metrics, history=history)
     service.start()
     try:
