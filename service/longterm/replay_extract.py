@@ -46,20 +46,17 @@ def _pct(usage: str, limit: str) -> Column:
 
 
 def bundle_cycles(raw: DataFrame) -> DataFrame:
-    """One row per cycle time: ``time`` and ``rows`` (array of bundle, owner and the four values)."""
+    """One row per cycle time (in no order): ``time`` and ``rows`` (bundle, owner and the four values)."""
     from pyspark.sql import functions as F
 
     ok = valid_bundle_row() & F.col("owner").isNotNull()
     return (
-        raw.where(ok)
-        .groupBy("time")
-        .agg(F.collect_list(F.struct("bundle", "owner", *VALUES)).alias("rows"))
-        .orderBy("time")
+        raw.where(ok).groupBy("time").agg(F.collect_list(F.struct("bundle", "owner", *VALUES)).alias("rows"))
     )
 
 
 def broker_cycles(raw: DataFrame) -> DataFrame:
-    """One row per cycle time: ``time`` and ``rows`` (array of broker, usage percents and traffic)."""
+    """One row per cycle time (in no order): ``time`` and ``rows`` (broker, usage percents, traffic)."""
     from pyspark.sql import functions as F
 
     ok = F.col("broker").isNotNull() & (F.col("broker") != "") & F.col("time").isNotNull()
@@ -83,7 +80,6 @@ def broker_cycles(raw: DataFrame) -> DataFrame:
                 )
             ).alias("rows")
         )
-        .orderBy("time")
     )
 
 
@@ -144,6 +140,7 @@ def extract(
         }
         bundle_rows += len(bundles)
         cycles.append(RecordedCycle(t, bundles, present))
+    cycles.sort(key=lambda c: c.time_ms)
     say(f"{len(cycles)} cycles with bundle and broker rows ({bundle_rows} bundle rows)")
     if len(cycles) < 2:
         raise EmptyHistory(f"{len(cycles)} usable cycles in the range; a replay needs at least two")
@@ -158,5 +155,5 @@ def extract(
 
 
 def _stream(df: DataFrame) -> Iterator[Any]:
-    """Rows in the frame's order, one partition on the driver at a time."""
+    """The frame's rows, one partition on the driver at a time."""
     return df.toLocalIterator(prefetchPartitions=True)
