@@ -153,12 +153,17 @@ def run(options: ReplayOptions, spark: Any = None) -> int:
         }
     )
     print_table(comparison)
-    if options.json_out:
-        write_json(comparison, options.json_out)
-        say(f"wrote {options.json_out}")
-    if options.plots:
-        for path in write_plots(comparison, options.plots):
-            say(f"wrote {path}")
+    try:
+        if options.json_out:
+            write_json(comparison, options.json_out)
+            say(f"wrote {options.json_out}")
+        if options.plots:
+            for path in write_plots(comparison, options.plots):
+                say(f"wrote {path}")
+    except OSError as e:  # the table is printed already: only the files are lost
+        from balancer.errors import InvalidInput
+
+        raise InvalidInput("--json/--plots", e.filename, f"cannot write: {e.strerror}") from None
     return EXIT_OK
 
 
