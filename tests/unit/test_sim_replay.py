@@ -188,3 +188,24 @@ def test_unknown_strategy_names_fail_before_any_work() -> None:
         chosen_pairs(["NoSuchShedder+LeastLongTermMessageRate"], RECORDED)
     with pytest.raises(InvalidInput, match="strategy"):
         chosen_pairs(["Nonsense"], RECORDED)
+
+
+def test_history_meta_round_trip_and_garbage(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from balancer.config import LoadBalancerConfig
+    from service.longterm.history_meta import META_NAME, read_meta, write_meta
+
+    root = Path(str(tmp_path)) / "h"
+    doc, why = read_meta(str(root))
+    assert doc is None and "no _loadmgr.json" in why
+    config = LoadBalancerConfig.from_dict({"loadBalancerLoadSheddingStrategy": "AvgShedder"})
+    write_meta(str(root), config)
+    doc, why = read_meta(root.as_uri())
+    assert doc is not None and doc["strategy"]["shedder"] == "AvgShedder"
+    assert LoadBalancerConfig.from_dict(doc["config"]) == config
+    (root / META_NAME).write_text("{not json")
+    doc, why = read_meta(str(root))
+    assert doc is None and "unreadable" in why
+    (root / META_NAME).write_text('{"config": 3}')
+    assert read_meta(str(root))[0] is None
