@@ -24,6 +24,12 @@ def register(sub: Any) -> None:
         "--duration", type=float, default=None, help="Stop after this many seconds (default: Ctrl-C)"
     )
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--history",
+        default="./var/history",
+        help="Record the leader's cycles as Parquet here (loadmgr replay, longterm); default ./var/history",
+    )
+    p.add_argument("--no-history", action="store_true", help="Record no history")
     p.set_defaults(func=_run)
 
 
@@ -39,6 +45,7 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         token=args.token,
         strategy=args.strategy,
+        history=None if args.no_history else args.history,
     )
     if opts.brokers < 2 or opts.bundles < opts.brokers:
         print("loadmgr: the demo needs at least 2 brokers and as many bundles as brokers")

@@ -147,7 +147,10 @@ def _serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+        from service.longterm.history_meta import write_meta
+
         history = HistorySink(settings.history_uri)
+        write_meta(settings.history_uri, config)  # what loadmgr replay assumes the leader ran
     service = LoadManagerService(settings, config, metrics=metrics, history=history)
     metrics.watch(service)
     service.start()

@@ -39,6 +39,8 @@ class DemoOptions:
     msg_rate_per_bundle: float = 4000.0
     # "balanced": the busiest broker's CPU is within this many percentage points of the idlest
     balanced_cpu_spread: float = 15.0
+    # where the leader appends its cycles as Parquet (what ``loadmgr replay`` reads); None records nothing
+    history: str | None = None
 
 
 def free_port(preferred: int) -> int:
@@ -111,8 +113,17 @@ class Demo:
             history_enabled=False,
             zk_session_timeout_s=6.0,
         )
+        config = demo_config(self.opts)
+        history = None
+        if self.opts.history:
+            from service.longterm.history import HistorySink
+            from service.longterm.history_meta import write_meta
+
+            history = HistorySink(self.opts.history)
+            write_meta(self.opts.history, config)
+            self._say(f"recording load history to {self.opts.history}")
         self.service = LoadManagerService(
-            settings, demo_config(self.opts), metrics=self.metrics, seed=self.opts.seed
+            settings, config, metrics=self.metrics, history=history, seed=self.opts.seed
         )
         self.metrics.watch(self.service)
         self.service.start()

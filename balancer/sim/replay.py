@@ -1,0 +1,367 @@
+"""What-if replay: recorded leader cycles replayed through the simulator under another strategy pair.
+
+Input (built by ``service.longterm.replay_extract`` from the history, pure data here): per recorded
+cycle the traffic and owner of every bundle and the usage every present broker reported, plus each
+broker's learned capacity line from the long-term job (``msg rate = intercept + slope * cpu%``).
+
+Model (stated in every replay's output, see :data:`ASSUMPTIONS`):
+
+- a bundle's traffic is what was recorded, whoever owns it (independent of its owner);
+- a broker's CPU follows its capacity line: ``cpu% = background + msg_rate / slope`` with
+  ``background = max(0, -intercept / slope)``; brokers without a usable line (CPU never varied) get the
+  fleet's median line; NIC % follows throughput at the ratio each broker recorded;
+- brokers come and go as recorded; a bundle first seen later starts on the broker that first listed it;
+- a broker's relative strength (the metrics' capacity) is the traffic its line carries at 100% CPU over
+  the fleet's median.
+
+Timing follows the engine: the stats the live leader read at recorded cycle ``k`` describe the
+interval before it, so engine cycle ``k`` carries the traffic recorded at cycle ``k + 1`` and a replay of
+``n`` recorded cycles runs ``n - 1`` cycles. Each replay is the engine's own loop
+(:class:`balancer.sim.engine.Simulation`) with the traffic, the presence of brokers and the CPU model
+swapped for the recorded ones, so the leader's cycle runs exactly as in ``bench/quality.py``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from balancer.errors import InvalidInput
+from balancer.models import NamespaceBundleStats
+from balancer.sim.engine import CycleState, MoveRecord, SimResult, Simulation, StrategyPair
+from balancer.sim.model import BrokerAccumulator, BrokerUsage, SimBroker, SimBundle, Traffic
+from balancer.sim.scenarios import BrokerGroup, Cluster, Scenario
+
+ASSUMPTIONS = (
+    "a bundle's traffic is the recorded traffic, independent of its owner",
+    "CPU follows each broker's capacity line from the long-term job (cpu% = background + msg/s / slope);"
+    " brokers without a line use the fleet's median line",
+    "NIC % follows throughput at the ratio each broker recorded",
+    "brokers are present exactly when they reported; new bundles start where they were first listed",
+    "the config is the one recorded when the history writer started (later dynamic updates are not seen)",
+)
+
+
+@dataclass(frozen=True)
+class RecordedBundle:
+    owner: str
+    rate_in: float
+    rate_out: float
+    tp_in: float
+    tp_out: float
+
+    @property
+    def rate(self) -> float:
+        return self.rate_in + self.rate_out
+
+
+@dataclass(frozen=True)
+class RecordedBroker:
+    """What one broker reported in one cycle; usages are percent of its own limits."""
+
+    cpu: float
+    bw_in: float
+    bw_out: float
+    msg_rate: float
+    tp_in: float
+    tp_out: float
+
+    @property
+    def utilisation(self) -> float:
+        return max(self.cpu, self.bw_in, self.bw_out)
+
+
+@dataclass
+class RecordedCycle:
+    time_ms: int
+    bundles: dict[str, RecordedBundle]
+    brokers: dict[str, RecordedBroker]
+
+
+@dataclass(frozen=True)
+class CapacityLine:
+    """The long-term job's per-broker fit ``msg rate = intercept + slope * cpu%`` (None: no spread)."""
+
+    broker: str
+    slope: float | None
+    intercept: float | None
+
+
+@dataclass
+class ReplayModel:
+    """Per-broker CPU and NIC model, derived once from the recorded data and the capacity lines."""
+
+    slope: dict[str, float]  # msg/s per CPU point
+    background: dict[str, float]  # CPU points at zero traffic
+    nic_in: dict[str, float]  # NIC-in percent per byte/s
+    nic_out: dict[str, float]
+    strength: dict[str, float]  # relative capacity, fleet median 1.0
+    fallback: list[str] = field(default_factory=list)  # brokers on the fleet's median line
+
+    def cpu(self, broker: str, rate: float) -> float:
+        return self.background[broker] + rate / self.slope[broker]
+
+
+def build_model(cycles: list[RecordedCycle], lines: dict[str, CapacityLine]) -> ReplayModel:
+    brokers = sorted({b for c in cycles for b in c.brokers})
+    if not brokers:
+        raise InvalidInput("history", "brokers", "no broker rows in the range: nothing to replay")
+    usable = {
+        b: (ln.slope, ln.intercept or 0.0)
+        for b, ln in lines.items()
+        if ln.slope is not None and math.isfinite(ln.slope) and ln.slope > 0
+    }
+    if usable:
+        med_slope = statistics.median(s for s, _ in usable.values())
+        med_bg = statistics.median(max(0.0, -i / s) for s, i in usable.values())
+    else:  # no broker's CPU varied: proportional to traffic at the fleet's recorded ratio
+        cpu = sum(r.cpu for c in cycles for r in c.brokers.values())
+        rate = sum(r.msg_rate for c in cycles for r in c.brokers.values())
+        med_slope, med_bg = (rate / cpu if cpu > 0 and rate > 0 else 1.0), 0.0
+    model = ReplayModel({}, {}, {}, {}, {})
+    for b in brokers:
+        if b in usable:
+            s, i = usable[b]
+            model.slope[b], model.background[b] = s, max(0.0, -i / s)
+        else:
+            model.slope[b], model.background[b] = med_slope, med_bg
+            model.fallback.append(b)
+        samples = [c.brokers[b] for c in cycles if b in c.brokers]
+        model.nic_in[b] = _ratio(sum(r.bw_in for r in samples), sum(r.tp_in for r in samples))
+        model.nic_out[b] = _ratio(sum(r.bw_out for r in samples), sum(r.tp_out for r in samples))
+    full = {b: model.slope[b] * max(1.0, 100.0 - model.background[b]) for b in brokers}
+    med = statistics.median(full.values())
+    model.strength = {b: full[b] / med if med > 0 else 1.0 for b in brokers}
+    return model
+
+
+def _ratio(pct: float, amount: float) -> float:
+    return pct / amount if amount > 0 and pct > 0 else 0.0
+
+
+class ReplaySimulation(Simulation):
+    """The engine's loop on recorded traffic and brokers (see the module docstring for the model)."""
+
+    def __init__(
+        self,
+        cycles: list[RecordedCycle],
+        model: ReplayModel,
+        pair: StrategyPair,
+        config: dict[str, Any],
+        seed: int = 1,
+    ) -> None:
+        if len(cycles) < 2:
+            raise InvalidInput("history", len(cycles), "a replay needs at least two recorded cycles")
+        # A one-broker, bundle-less scenario only to let the engine set itself up; the cluster,
+        # its events and its traffic are replaced by the recorded ones below.
+        scenario = Scenario(
+            name="replay",
+            description="recorded history",
+            cycles=len(cycles) - 1,
+            groups=[BrokerGroup(prefix="replay-setup", count=1, bundles=0)],
+            config=dict(config),
+        )
+        super().__init__(scenario, pair, seed, with_jitter=False)
+        self.recorded = cycles
+        self.model = model
+        brokers = sorted({b for c in cycles for b in c.brokers})
+        first_owner: dict[str, str] = {}
+        for c in cycles:
+            for name, rb in c.bundles.items():
+                first_owner.setdefault(name, rb.owner)
+        alive = set(cycles[0].brokers)
+        self.cluster = Cluster(
+            brokers={
+                b: SimBroker(b, capacity=model.strength[b], background=model.background[b], alive=b in alive)
+                for b in brokers
+            },
+            bundles={name: SimBundle(name, rate=0.0) for name in first_owner},
+            owners=first_owner,
+            groups={},
+        )
+        self.stats = {name: NamespaceBundleStats() for name in first_owner}
+        self.schedule = {}
+        for k in range(1, len(cycles) - 1):
+            before, now = set(cycles[k - 1].brokers), set(cycles[k].brokers)
+            events = [{"type": "_down", "broker": b} for b in sorted(before - now)]
+            events += [{"type": "_up", "broker": b} for b in sorted(now - before)]
+            if events:
+                self.schedule[k] = events
+        self._zero = Traffic(0.0, 0.0, 0.0, 0.0)
+
+    def _traffic(self, k: int) -> dict[str, Traffic]:
+        rows = self.recorded[min(k + 1, len(self.recorded) - 1)].bundles
+        out: dict[str, Traffic] = {}
+        for name in self.cluster.bundles:
+            r = rows.get(name)
+            out[name] = self._zero if r is None else Traffic(r.rate_in, r.rate_out, r.tp_in, r.tp_out)
+        return out
+
+    def _measure(self, traffic: dict[str, Traffic], cpu: dict[str, float]) -> dict[str, BrokerUsage]:
+        acc = {n: BrokerAccumulator() for n, b in self.cluster.brokers.items() if b.alive}
+        for bundle, owner in self.cluster.owners.items():
+            a = acc.get(owner)
+            if a is not None:
+                a.add(bundle, traffic[bundle])
+        m = self.model
+        return {
+            n: BrokerUsage(
+                cpu=cpu[n] + a.rate / m.slope[n],  # cpu[n] is the broker's background
+                bw_in=a.tp_in * m.nic_in[n],
+                bw_out=a.tp_out * m.nic_out[n],
+                msg_rate=a.rate,
+                throughput=a.tp_in + a.tp_out,
+            )
+            for n, a in acc.items()
+        }
+
+
+def replay(
+    cycles: list[RecordedCycle],
+    model: ReplayModel,
+    pair: StrategyPair,
+    config: dict[str, Any],
+    seed: int = 1,
+) -> SimResult:
+    return ReplaySimulation(cycles, model, pair, config, seed).run()
+
+
+def recorded_result(
+    cycles: list[RecordedCycle], model: ReplayModel, pair: StrategyPair, interval_minutes: float
+) -> SimResult:
+    """What the live leader did, as a :class:`SimResult` on the same cycle numbering as a replay.
+
+    State ``k`` is the usage reported at recorded cycle ``k + 1`` (the interval after cycle ``k``'s
+    moves); a move is a bundle whose owner changed between cycles ``k`` and ``k + 1`` while its old
+    owner still reported (else the leader placed an orphan: a placement).
+    """
+    states: list[CycleState] = []
+    moves: list[MoveRecord] = []
+    placements = 0
+    for k in range(len(cycles) - 1):
+        prev, cur = cycles[k], cycles[k + 1]
+        moved = 0
+        for name, rb in cur.bundles.items():
+            old = prev.bundles.get(name)
+            if old is None or old.owner == rb.owner:
+                continue
+            if old.owner in cur.brokers and old.owner in prev.brokers:
+                src, dst = prev.brokers.get(old.owner), prev.brokers.get(rb.owner)
+                moves.append(
+                    MoveRecord(
+                        k,
+                        name,
+                        old.owner,
+                        rb.owner,
+                        rb.rate,
+                        rb.tp_in + rb.tp_out,
+                        src.utilisation if src else 0.0,
+                        dst.utilisation if dst else 0.0,
+                    )
+                )
+                moved += 1
+            else:
+                placements += 1
+        states.append(_recorded_state(k, cur, model, moved))
+    pre = _recorded_state(0, cycles[0], model, 0)
+    return SimResult(
+        scenario="recorded",
+        pair=pair,
+        seed=0,
+        interval_minutes=interval_minutes,
+        disturbance_at=0,
+        cycles=states,
+        moves=moves,
+        placements=placements,
+        jitter_cycles=set(),
+        pre_disturbance=pre,
+    )
+
+
+def _recorded_state(k: int, c: RecordedCycle, model: ReplayModel, unloads: int) -> CycleState:
+    names = sorted(c.brokers)
+    per: dict[str, list[float]] = {n: [] for n in names}
+    for rb in c.bundles.values():
+        if rb.owner in per:
+            per[rb.owner].append(rb.rate)
+    return CycleState(
+        cycle=k,
+        brokers=names,
+        capacity=[model.strength.get(n, 1.0) for n in names],
+        util=[c.brokers[n].utilisation for n in names],
+        msg_rate=[c.brokers[n].msg_rate for n in names],
+        throughput=[c.brokers[n].tp_in + c.brokers[n].tp_out for n in names],
+        unloads=unloads,
+        placements=0,
+        bundle_rates=[sorted(per[n], reverse=True) for n in names],
+    )
+
+
+@dataclass(frozen=True)
+class BrokerError:
+    """How far modelled utilisation is from the recorded one for one broker, percentage points."""
+
+    broker: str
+    samples: int
+    mean_abs: float
+    rmse: float
+    bias: float  # mean of modelled - recorded
+    recorded_mean: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def replay_error(run: SimResult, cycles: list[RecordedCycle]) -> dict[str, BrokerError]:
+    """Per broker: replayed post-move utilisation of cycle ``k`` against the usage recorded at ``k + 1``."""
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for s in run.cycles:
+        rec = cycles[s.cycle + 1].brokers if s.cycle + 1 < len(cycles) else {}
+        for name, util in zip(s.brokers, s.util, strict=True):
+            r = rec.get(name)
+            if r is not None:
+                pairs.setdefault(name, []).append((util, r.utilisation))
+    return {b: _error(b, p) for b, p in sorted(pairs.items())}
+
+
+def model_error(cycles: list[RecordedCycle], model: ReplayModel) -> dict[str, BrokerError]:
+    """Per broker: the model's utilisation of the bundles it really owned against what it recorded.
+
+    This isolates the model (traffic independence, capacity line, NIC ratio) from the strategy's
+    decisions: the recorded-strategy replay error adds to it whatever the replayed decisions did
+    differently (timing, randomness, the config changes the history does not hold).
+    """
+    pairs: dict[str, list[tuple[float, float]]] = {}
+    for c in cycles:
+        rate: dict[str, float] = dict.fromkeys(c.brokers, 0.0)
+        tin: dict[str, float] = dict.fromkeys(c.brokers, 0.0)
+        tout: dict[str, float] = dict.fromkeys(c.brokers, 0.0)
+        for rb in c.bundles.values():
+            if rb.owner in rate:
+                rate[rb.owner] += rb.rate
+                tin[rb.owner] += rb.tp_in
+                tout[rb.owner] += rb.tp_out
+        for b, r in c.brokers.items():
+            util = max(model.cpu(b, rate[b]), tin[b] * model.nic_in[b], tout[b] * model.nic_out[b])
+            pairs.setdefault(b, []).append((util, r.utilisation))
+    return {b: _error(b, p) for b, p in sorted(pairs.items())}
+
+
+def _error(broker: str, pairs: list[tuple[float, float]]) -> BrokerError:
+    diffs = [m - r for m, r in pairs]
+    n = len(diffs)
+    return BrokerError(
+        broker=broker,
+        samples=n,
+        mean_abs=sum(abs(d) for d in diffs) / n,
+        rmse=math.sqrt(sum(d * d for d in diffs) / n),
+        bias=sum(diffs) / n,
+        recorded_mean=sum(r for _, r in pairs) / n,
+    )
+
+
+def util_spread(run: SimResult) -> list[float]:
+    """Max - min utilisation of each cycle's post-move state (what the plots show)."""
+    return [max(s.util) - min(s.util) if s.util else 0.0 for s in run.cycles]

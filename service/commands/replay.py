@@ -1,0 +1,282 @@
+"""``loadmgr replay``: how would other strategies have handled the recorded history?
+
+Spark extracts the range's per-cycle bundle traffic, the brokers present and their capacity lines
+(:mod:`service.longterm.replay_extract`, any ``--master``); the simulator replays that traffic under each
+strategy pair (:mod:`balancer.sim.replay`); the output (:mod:`service.commands.replay_output`) puts the
+same quality metrics as ``bench/quality.py`` side by side with what the live leader did, the model's
+assumptions and its error against the recorded utilisation.
+
+Exit codes: 0 done, 2 bad arguments, 3 the history range is missing or holds fewer than two cycles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+EXIT_OK, EXIT_BAD_ARGS, EXIT_EMPTY = 0, 2, 3
+EPOCH = "1970-01-01T00:00:00Z"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="Replay recorded history under other strategies and compare with what the leader did (Spark)",
+        description="Extracts per-cycle bundle traffic, brokers and capacity lines from the history with "
+        "Spark, replays them through the simulator under each strategy pair and prints the quality "
+        "metrics side by side with the recorded run.",
+        epilog="Exit codes: 0 done, 2 bad arguments, 3 history range missing or under two cycles.",
+    )
+    p.add_argument("--history", required=True, help="History URI (a directory, file://, hdfs://, s3a://)")
+    p.add_argument("--from", dest="start", default=EPOCH, help="Start, ISO-8601, inclusive (default: all)")
+    p.add_argument("--to", dest="end", default=None, help="End, ISO-8601, exclusive (default: now)")
+    p.add_argument(
+        "--strategy",
+        action="append",
+        dest="strategies",
+        metavar="PAIR",
+        help="Pair label (Threshold+LRUW, AvgShedder, BalancedShedder, ...) or SHEDDER+PLACEMENT; repeat for"
+        " several (default: the recorded pair, every Pulsar pair and BalancedShedder)",
+    )
+    p.add_argument(
+        "--recorded",
+        metavar="SHEDDER+PLACEMENT",
+        help="The pair the live leader ran (default: from the history's _loadmgr.json)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Override a recorded config key (Pulsar's name) for every replay; repeatable",
+    )
+    p.add_argument("--master", help="Spark master (default local[*]; under spark-submit its own)")
+    p.add_argument("--seed", type=int, default=1, help="Seed of the placement's randomness (default 1)")
+    p.add_argument("--json", dest="json_out", metavar="FILE", help="Write the whole comparison as JSON")
+    p.add_argument("--plots", metavar="DIR", help="Write one PNG per strategy: utilisation spread over time")
+    p.set_defaults(func=_run)
+
+
+@dataclass
+class ReplayOptions:
+    history: str
+    start_ms: int
+    end_ms: int
+    strategies: list[str] | None
+    recorded: str | None
+    overrides: dict[str, str]
+    master: str | None
+    seed: int
+    json_out: str | None
+    plots: str | None
+
+
+def options_from_args(args: argparse.Namespace) -> ReplayOptions:
+    from balancer.errors import InvalidInput
+    from service.longterm.job import parse_time
+
+    overrides: dict[str, str] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput("--set", item, "expected KEY=VALUE with a Pulsar config key")
+        overrides[key.strip()] = value.strip()
+    start = parse_time(args.start, "--from")
+    end = parse_time(args.end, "--to") if args.end else int(time.time() * 1000) + 1
+    if start >= end:
+        raise InvalidInput("--from", args.start, f"must be before --to ({args.end})")
+    return ReplayOptions(
+        history=args.history,
+        start_ms=start,
+        end_ms=end,
+        strategies=args.strategies,
+        recorded=args.recorded,
+        overrides=overrides,
+        master=args.master,
+        seed=args.seed,
+        json_out=args.json_out,
+        plots=args.plots,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    import logging
+
+    from balancer.errors import InvalidInput
+    from service.longterm.input import EmptyHistory
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    try:
+        options = options_from_args(args)
+        return run(options)
+    except InvalidInput as e:
+        print(f"loadmgr replay: {e}", file=sys.stderr)
+        return EXIT_BAD_ARGS
+    except EmptyHistory as e:
+        print(f"loadmgr replay: {e}; nothing to replay", file=sys.stderr)
+        return EXIT_EMPTY
+
+
+def run(options: ReplayOptions, spark: Any = None) -> int:
+    from service.commands.replay_output import print_table, write_json, write_plots
+    from service.longterm.input import build_spark
+    from service.longterm.replay_extract import extract
+
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    config, recorded, config_source = recorded_setup(options)
+    pairs = chosen_pairs(options.strategies, recorded)  # bad labels fail before Spark starts
+    own_spark = spark is None
+    spark = spark or build_spark(options.master)
+    try:
+        t = time.monotonic()
+        data = extract(spark, options.history, options.start_ms, options.end_ms, say)
+        extract_s = time.monotonic() - t
+    finally:
+        if own_spark:
+            spark.stop()
+    comparison = compare(data.cycles, data.lines, config, recorded, pairs, options.seed, say)
+    comparison.update(
+        {
+            "history": options.history,
+            "from_ms": options.start_ms,
+            "to_ms": options.end_ms,
+            "config_source": config_source,
+            "extract_seconds": round(extract_s, 3),
+            "extract_steps": data.steps,
+        }
+    )
+    print_table(comparison)
+    try:
+        if options.json_out:
+            write_json(comparison, options.json_out)
+            say(f"wrote {options.json_out}")
+        if options.plots:
+            for path in write_plots(comparison, options.plots):
+                say(f"wrote {path}")
+    except OSError as e:  # the table is printed already: only the files are lost
+        from balancer.errors import InvalidInput
+
+        raise InvalidInput("--json/--plots", e.filename, f"cannot write: {e.strerror}") from None
+    return EXIT_OK
+
+
+def recorded_setup(options: ReplayOptions) -> tuple[dict[str, Any], Any, str]:
+    """(config keys for every replay, the recorded pair, where the config came from)."""
+    from balancer.config import LoadBalancerConfig
+    from balancer.sim.engine import StrategyPair
+    from service.longterm.history_meta import read_meta
+
+    doc, source = read_meta(options.history)
+    config: dict[str, Any] = dict(doc["config"]) if doc else {}
+    config.update(options.overrides)
+    # Validate once here, so a bad recorded key or --set value is one clear error, not a replay crash.
+    checked = LoadBalancerConfig.from_dict(config, ignore_unknown=True)
+    known = LoadBalancerConfig.model_fields
+    config = {k: v for k, v in config.items() if k in known}
+    if options.recorded:
+        shedder, sep, placement = options.recorded.partition("+")
+        if not sep:
+            from balancer.errors import InvalidInput
+
+            raise InvalidInput("--recorded", options.recorded, "expected SHEDDER+PLACEMENT")
+    else:
+        shedder = checked.loadBalancerLoadSheddingStrategy.rsplit(".", 1)[-1]
+        placement = checked.loadBalancerLoadPlacementStrategy.rsplit(".", 1)[-1]
+    label = f"{shedder}+{placement} (recorded)"
+    return config, StrategyPair(label, shedder, placement), source
+
+
+def chosen_pairs(labels: list[str] | None, recorded: Any) -> list[Any]:
+    from balancer.placement.registry import create_placement
+    from balancer.shedding.registry import create_shedder
+    from balancer.sim.engine import PAIRS, pair_named
+
+    pairs = [pair_named(label) for label in labels] if labels else list(PAIRS.values())
+    # The recorded pair always runs: its replay error is how far to trust the others.
+    if not any((p.shedder, p.placement) == (recorded.shedder, recorded.placement) for p in pairs):
+        pairs.insert(0, recorded)
+    for p in pairs:  # an unknown class name is a bad argument, reported before any work
+        create_placement(p.placement, create_shedder(p.shedder))
+    return pairs
+
+
+def compare(
+    cycles: list[Any],
+    lines: dict[str, Any],
+    config: dict[str, Any],
+    recorded: Any,
+    pairs: list[Any],
+    seed: int,
+    say: Any,
+) -> dict[str, Any]:
+    """Replays every pair and scores them beside the recorded run; a JSON-able dict."""
+    from balancer.sim.metrics import quality
+    from balancer.sim.replay import (
+        ASSUMPTIONS,
+        build_model,
+        model_error,
+        recorded_result,
+        replay,
+        replay_error,
+        util_spread,
+    )
+
+    gaps = [b.time_ms - a.time_ms for a, b in itertools.pairwise(cycles)]
+    interval_min = statistics.median(gaps) / 60_000
+    # The replay's clock is the recorded one: the grace period and the averaging windows count cycles
+    # of the interval the leader really ran at, which may differ from the recorded config's key.
+    config = {**config, "loadBalancerSheddingIntervalMinutes": interval_min}
+    model = build_model(cycles, lines)
+    live = recorded_result(cycles, model, recorded, interval_min)
+    runs: list[dict[str, Any]] = [
+        {"strategy": "live leader (recorded)", "recorded": True, **_summary(quality(live), live, util_spread)}
+    ]
+    errors: dict[str, Any] = {}
+    for pair in pairs:
+        t = time.monotonic()
+        result = replay(cycles, model, pair, config, seed)
+        took = time.monotonic() - t
+        say(f"[replay] {pair.label}: {len(result.cycles)} cycles, {len(result.moves)} moves in {took:.1f} s")
+        same = (pair.shedder, pair.placement) == (recorded.shedder, recorded.placement)
+        entry = {"strategy": pair.label, "recorded": False, "recorded_pair": same, "seconds": round(took, 3)}
+        runs.append(entry | _summary(quality(result), result, util_spread))
+        if same:
+            errors = {b: e.to_dict() for b, e in replay_error(result, cycles).items()}
+    return {
+        "assumptions": list(ASSUMPTIONS),
+        "cycles": len(cycles),
+        "interval_minutes": interval_min,
+        "start_ms": cycles[0].time_ms,
+        "brokers": sorted(model.slope),
+        "bundles": len({b for c in cycles for b in c.bundles}),
+        "model": {
+            b: {
+                "msg_rate_per_cpu_point": model.slope[b],
+                "background_cpu": model.background[b],
+                "relative_capacity": model.strength[b],
+                "fleet_median_line": b in model.fallback,
+            }
+            for b in sorted(model.slope)
+        },
+        "recorded_strategy": recorded.label,
+        "recorded_replay_error": errors,
+        "model_error": {b: e.to_dict() for b, e in model_error(cycles, model).items()},
+        "runs": runs,
+    }
+
+
+def _summary(q: Any, result: Any, spread: Any) -> dict[str, Any]:
+    series = spread(result)
+    return {
+        "quality": q.to_dict(),
+        "mean_util_spread": sum(series) / len(series) if series else 0.0,
+        "util_spread": series,
+        "move_cycles": sorted({m.cycle for m in result.moves}),
+    }
