@@ -20,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from balancer.models import LocalBrokerData
+from service.leader.metrics_sink import JOB_NAMES, PATH_KINDS
 
 # Pulsar's ModularLoadManager gauges (broker resource usage in percent), labelled
 # cluster/broker/metric="loadBalancing" exactly as Pulsar does.
@@ -210,12 +211,23 @@ class PrometheusMetrics:
             ["kind"],
             registry=r,
         )
+        # Labelled by path kind, never by node: an attacker creating nodes cannot create series.
         self.malformed = Counter(
-            "loadmgr_malformed_reports_total",
-            "Load reports skipped because they could not be parsed.",
-            ["broker"],
+            "loadmgr_malformed_nodes_total",
+            "ZooKeeper node versions skipped as malformed, by path kind (brokers, bundle-data, ...).",
+            ["kind"],
             registry=r,
         )
+        for kind in PATH_KINDS:
+            self.malformed.labels(kind)
+        self.job_failures = Counter(
+            "loadmgr_job_failures_total",
+            "Leader job runs that ended in an error, by job (shedding, reconcile, bundle-data, split).",
+            ["job"],
+            registry=r,
+        )
+        for job in JOB_NAMES:
+            self.job_failures.labels(job)
         self.last_cycle = Gauge(
             "loadmgr_last_cycle_timestamp_seconds",
             "When the last shedding cycle finished.",
@@ -249,8 +261,11 @@ class PrometheusMetrics:
     def zk_error(self, kind: str) -> None:
         self.zk_errors.labels(kind or "unknown").inc()
 
-    def malformed_report(self, broker: str) -> None:
-        self.malformed.labels(broker).inc()
+    def malformed_node(self, kind: str) -> None:
+        self.malformed.labels(kind if kind in PATH_KINDS else "other").inc()
+
+    def job_failed(self, job: str) -> None:
+        self.job_failures.labels(job if job in JOB_NAMES else "other").inc()
 
     def view_updated(self, view: Any, scores: Mapping[str, Mapping[str, float]]) -> None:
         brokers = brokers_of(view)

@@ -58,7 +58,7 @@ class SimulatedSource:
     def _current(self) -> Scenario:
         try:
             got = self._scenario()
-        except ServiceError as e:
+        except Exception as e:  # ZooKeeper away or a workload it cannot use: keep serving the last one
             log.debug("keeping the last workload: %s", e)
             got = None
         if got is not None:

@@ -74,8 +74,7 @@ def build_agent(args: argparse.Namespace, settings: Settings) -> BrokerAgent:
 
 
 def _read_scenario(store: ZkStore) -> Scenario | None:
-    doc = store.read_workload()
-    return None if doc is None else Scenario.parse(doc)
+    return store.read_workload_as(Scenario.parse)
 
 
 def run(args: argparse.Namespace) -> int:

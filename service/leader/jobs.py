@@ -34,7 +34,7 @@ from service.leader.cluster_view import DecisionLog, DecisionRecord
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.load_view import LoadView, Snapshot
 from service.zookeeper import paths as P
-from service.zookeeper.store import ZkStore
+from service.zookeeper.store import ZkStore, parse_assignment
 
 if TYPE_CHECKING:
     from service.leader.metrics_sink import MetricsSink
@@ -181,8 +181,17 @@ class LeaderJobs:
             try:
                 self.assigner.assign(bundle, decision.broker, why.reason, None if a is None else a.version)
             except StaleWrite as e:
-                log.info("assignment of %s lost a race: %s", bundle, e)
-                continue
+                # The leader is the only writer of assignments: a node it could not create is either
+                # a lost race (left alone) or a malformed node it does not see (replaced, or the
+                # bundle would stay unowned for ever).
+                bad = self.store.malformed_version(P.assignment_path(bundle), parse_assignment)
+                if a is not None or bad is None:
+                    log.info("assignment of %s lost a race: %s", bundle, e)
+                    continue
+                try:
+                    self.assigner.assign(bundle, decision.broker, why.reason, bad)
+                except StaleWrite:
+                    continue
             assigned += 1
             self._record(
                 "placement",

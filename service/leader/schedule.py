@@ -22,8 +22,9 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from balancer.config import LoadBalancerConfig
+from service.leader.metrics_sink import JOB_NAMES
 
-JOB_NAMES = ("shedding", "reconcile", "bundle-data", "split")
+__all__ = ["JOB_NAMES", "LeaderSchedule", "job_intervals"]
 
 
 def job_intervals(config: LoadBalancerConfig) -> dict[str, float]:

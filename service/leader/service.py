@@ -37,12 +37,14 @@ from service.leader.executors import Executor, ZkExecutor
 from service.leader.jobs import LeaderJobs, now_ms
 from service.leader.load_view import LoadView
 from service.leader.metrics_sink import MetricsSink, NoMetrics
-from service.leader.schedule import LeaderSchedule
+from service.leader.schedule import LeaderSchedule, job_intervals
 from service.settings import Settings
-from service.zookeeper import paths as P
 from service.zookeeper.store import ZkStore
+from service.zookeeper.validate import path_kind
 
 log = logging.getLogger(__name__)
+JOB_FAILURES_NOT_READY = 3  # one failure can be a ZooKeeper blip; three in a row is a stuck job
+STALE_VIEW_INTERVALS = 3
 
 
 def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
@@ -105,6 +107,12 @@ class LoadManagerService:
         )
         self._schedule = LeaderSchedule()
         self._started = False
+        # Readiness: failures in a row per job, all failures per job, and when a shedding cycle last
+        # completed (monotonic seconds) or leadership began.
+        self._consecutive_failures: dict[str, int] = {}
+        self.job_failures: dict[str, int] = {}
+        self._last_cycle_ok: float | None = None
+        self._leading_since: float | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -127,8 +135,32 @@ class LoadManagerService:
         self.store.stop()
 
     def ready(self) -> bool:
-        """Started and connected to ZooKeeper."""
-        return self._started and self.store.connected
+        """Started, connected to ZooKeeper and, while leading, actually doing the leader's work."""
+        return not self.not_ready_reasons()
+
+    def not_ready_reasons(self) -> list[str]:
+        """Why this instance is not ready (empty: ready).
+
+        Connected is not enough: a leader whose jobs fail every run, or whose view has not been
+        refreshed for several intervals, balances nothing while looking healthy. So a leader is not
+        ready after ``JOB_FAILURES_NOT_READY`` consecutive failures of one job or when its last
+        successful shedding cycle is older than ``STALE_VIEW_INTERVALS`` shedding intervals."""
+        if not self._started:
+            return ["not started"]
+        if not self.store.connected:
+            return ["not connected to ZooKeeper"]
+        if not self.is_leader():
+            return []
+        reasons = [
+            f"{job} job failed {n} times in a row"
+            for job, n in sorted(self._consecutive_failures.items())
+            if n >= JOB_FAILURES_NOT_READY
+        ]
+        interval_s = job_intervals(self._config)["shedding"]
+        since = self._leading_since if self._last_cycle_ok is None else self._last_cycle_ok
+        if since is not None and time.monotonic() - since > STALE_VIEW_INTERVALS * interval_s + 5.0:
+            reasons.append(f"no successful shedding cycle for {time.monotonic() - since:.0f} s")
+        return reasons
 
     def is_leader(self) -> bool:
         return self.election.is_leader()
@@ -183,15 +215,29 @@ class LoadManagerService:
             except ServiceError as e:
                 log.warning("%s job: %s", name, e)
                 self.metrics.zk_error(type(e).__name__)
+                self._job_failed(name)
             except Exception:
                 log.exception("%s job failed", name)
+                self._job_failed(name)
+            else:
+                self._consecutive_failures[name] = 0
+                if name == "shedding":
+                    self._last_cycle_ok = time.monotonic()
         if name == "shedding":
             with contextlib.suppress(ServiceError):
                 self._publish_view()
 
+    def _job_failed(self, name: str) -> None:
+        self._consecutive_failures[name] = self._consecutive_failures.get(name, 0) + 1
+        self.job_failures[name] = self.job_failures.get(name, 0) + 1
+        self.metrics.job_failed(name)
+
     def _on_elected(self) -> None:
         with self._lock:
             self._loadview.reset()  # a new term starts from a full re-read
+            self._consecutive_failures = {}
+            self._last_cycle_ok = None
+            self._leading_since = time.monotonic()
         self._schedule.resume(self._config)
         self.metrics.leader_changed(True)
 
@@ -208,8 +254,7 @@ class LoadManagerService:
             self.metrics.zk_error(state.lower())
 
     def _on_malformed(self, path: str, reason: str) -> None:
-        if path.startswith(P.BROKERS + "/"):
-            self.metrics.malformed_report(path[len(P.BROKERS) + 1 :])
+        self.metrics.malformed_node(path_kind(path))
 
     def _record_adoption(self, bundles: list[str]) -> None:
         # Another writer's numbers now drive placement: operators should see that next to the decisions.

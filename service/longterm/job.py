@@ -248,9 +248,7 @@ def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="job.py", description=__doc__.splitlines()[0] if __doc__ else None
-    )
+    parser = argparse.ArgumentParser(prog="job.py", description=__doc__.splitlines()[0] if __doc__ else None)
     add_arguments(parser)
     return execute(parser.parse_args(argv))
 

@@ -29,6 +29,7 @@ from balancer.bundles import split_bundle_name
 from balancer.errors import InvalidInput
 from balancer.explain import Explanation, explain
 from balancer.models import BundleData, TimeAverageMessageData
+from service.zookeeper.validate import BadNode, decode
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,8 @@ def _merge_one(
             report.created += 1
             return explain("created", "new node with default short-term data", bundle, **numbers)
         try:
-            parsed: Any = json.loads(raw.decode("utf-8")) if raw else None
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            parsed: Any = decode(raw)  # size and depth checked first: a poison node cannot stop the merge
+        except BadNode:
             parsed = None
         if not isinstance(parsed, dict):
             report.skipped += 1

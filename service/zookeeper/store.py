@@ -2,16 +2,18 @@
 
 The session, JSON nodes, compare-and-set and fencing are :mod:`service.zookeeper.nodes`'s; this module knows
 Pulsar's paths (:mod:`service.zookeeper.paths`) and the typed records stored under them.
+
+Every read goes through ``parse_node`` (:mod:`service.zookeeper.validate` first, then the record's own
+checks below), so a node's content can only ever make that node skipped, never raise to the caller.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.exceptions import NoNodeError
-from pydantic import ValidationError
 
 from balancer.bundles import NamespaceBundles
 from balancer.errors import InvalidInput
@@ -19,6 +21,12 @@ from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAver
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
 from service.zookeeper.nodes import Fenced, JsonZk, Versioned, json_bytes, translated
+from service.zookeeper.validate import JAVA_LONG_MAX, BadNode, finite_number
+
+# A broker's registration is ephemeral (its session's lifetime is its liveness); a persistent node
+# under /loadbalance/brokers belongs to no running broker and must never receive bundles.
+V = TypeVar("V")
+PHANTOM_REASON = "persistent node: a live broker registers an ephemeral one"
 
 __all__ = ["Assignment", "Fenced", "Owner", "Versioned", "ZkStore", "translated"]
 
@@ -66,9 +74,19 @@ class ZkStore(JsonZk):
         return self.children(P.BROKERS)
 
     def read_brokers(self) -> dict[str, LocalBrokerData]:
+        """Live brokers' reports, pipelined. Persistent nodes (phantoms) and bad reports are skipped."""
         out: dict[str, LocalBrokerData] = {}
-        for broker in self.broker_ids():
-            got = self.get_model(P.broker_path(broker), LocalBrokerData)
+        brokers = self.broker_ids()
+        nodes = self.get_many([P.broker_path(b) for b in brokers])
+        for broker in brokers:
+            path = P.broker_path(broker)
+            if path not in nodes:
+                continue
+            raw, stat = nodes[path]
+            if not getattr(stat, "ephemeralOwner", 0):
+                self._malformed(path, PHANTOM_REASON, int(getattr(stat, "mzxid", -1)))
+                continue
+            got = self.parse_node(path, raw, stat, parse_broker_report)
             if got is not None:
                 out[broker] = got.value
         return out
@@ -79,12 +97,7 @@ class ZkStore(JsonZk):
 
     # ---- bundle data, time averages, quotas -------------------------------------------------------
     def read_bundle_data(self) -> dict[str, BundleData]:
-        out: dict[str, BundleData] = {}
-        for bundle in self.walk_ranges(P.BUNDLE_DATA):
-            got = self.get_model(P.bundle_data_path(bundle), BundleData)
-            if got is not None:
-                out[bundle] = got.value
-        return out
+        return {b: got.value for b, got in self.read_bundle_data_versioned().items() if got.value is not None}
 
     def write_bundle_data(self, bundle: str, data: BundleData) -> None:
         self.put_json(P.bundle_data_path(bundle), data.to_json_dict())
@@ -99,17 +112,9 @@ class ZkStore(JsonZk):
             path = P.bundle_data_path(bundle)
             if path in nodes:
                 raw, stat = nodes[path]
-                out[bundle] = Versioned(self._parse_bundle_data(path, raw), int(stat.version))
+                got = self.parse_node(path, raw, stat, BundleData.model_validate)
+                out[bundle] = Versioned(None if got is None else got.value, int(stat.version))
         return out
-
-    def _parse_bundle_data(self, path: str, raw: bytes) -> BundleData | None:
-        try:
-            return BundleData.model_validate(json.loads(raw.decode("utf-8")) if raw else None)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            self._malformed(path, f"not JSON: {e}")
-        except ValidationError as e:
-            self._malformed(path, f"not a BundleData: {e.errors()[0]['msg']}")
-        return None
 
     def write_bundle_data_cas(
         self, bundle: str, data: BundleData, version: int, fence: Versioned[str] | None = None
@@ -136,12 +141,9 @@ class ZkStore(JsonZk):
         self.put_json(P.time_average_path(broker_id), data.to_json_dict())
 
     def read_time_averages(self) -> dict[str, TimeAverageBrokerData]:
-        out: dict[str, TimeAverageBrokerData] = {}
-        for broker in self.children(P.TIME_AVERAGE):
-            got = self.get_model(P.time_average_path(broker), TimeAverageBrokerData)
-            if got is not None:
-                out[broker] = got.value
-        return out
+        brokers = self.children(P.TIME_AVERAGE)
+        got = self.get_many_models([P.time_average_path(b) for b in brokers], TimeAverageBrokerData)
+        return {b: got[P.time_average_path(b)].value for b in brokers if P.time_average_path(b) in got}
 
     def delete_time_average(self, broker_id: str) -> None:
         self.delete(P.time_average_path(broker_id))
@@ -163,20 +165,25 @@ class ZkStore(JsonZk):
 
     def read_layout(self, namespace: str) -> Versioned[NamespaceBundles] | None:
         path = P.policies_path(namespace)
-        got = self.get_json(path)
-        if got is None or not isinstance(got.value, dict) or "bundles" not in got.value:
-            return None
-        try:
-            layout = NamespaceBundles.from_policies(namespace, got.value["bundles"])
-        except (InvalidInput, AttributeError, TypeError) as e:
-            self._malformed(path, f"bad bundle layout: {e}")
-            return None
-        return Versioned(layout, got.version)
+        with translated():
+            try:
+                raw, stat = self.client.get(path)
+            except NoNodeError:
+                return None
+        return self.parse_node(path, raw, stat, lambda doc: parse_layout(namespace, doc))
 
     def read_layouts(self) -> dict[str, Versioned[NamespaceBundles]]:
-        out = {}
-        for ns in self.namespaces():
-            got = self.read_layout(ns)
+        """Every namespace's layout, pipelined; a node without a valid ``bundles`` member is skipped
+        as malformed (logged and counted), never silently."""
+        namespaces = self.namespaces()
+        nodes = self.get_many([P.policies_path(ns) for ns in namespaces])
+        out: dict[str, Versioned[NamespaceBundles]] = {}
+        for ns in namespaces:
+            path = P.policies_path(ns)
+            if path not in nodes:
+                continue
+            raw, stat = nodes[path]
+            got = self.parse_node(path, raw, stat, lambda doc, ns=ns: parse_layout(ns, doc))  # type: ignore[misc]
             if got is not None:
                 out[ns] = got
         return out
@@ -197,7 +204,7 @@ class ZkStore(JsonZk):
 
     def layout_doc(self, namespace: str, layout: NamespaceBundles) -> dict[str, Any]:
         """The policies document with ``bundles`` replaced, keeping any other member already there."""
-        got = self.get_json(P.policies_path(namespace))
+        got = self.get_json(P.policies_path(namespace))  # validated: a bad node yields a fresh document
         doc = dict(got.value) if got is not None and isinstance(got.value, dict) else {}
         doc["bundles"] = layout.to_policies()
         return doc
@@ -212,11 +219,9 @@ class ZkStore(JsonZk):
             if path not in nodes:
                 continue
             raw, stat = nodes[path]
-            broker = _owner_broker(raw)
-            if broker is None:
-                self._malformed(path, "ownership data names no broker")
-                continue
-            out[bundle] = Owner(broker, int(stat.ephemeralOwner), int(stat.version))
+            got = self.parse_node(path, raw, stat, parse_owner)
+            if got is not None:
+                out[bundle] = Owner(got.value, int(stat.ephemeralOwner), int(stat.version))
         return out
 
     def acquire(self, bundle: str, broker_id: str, urls: dict[str, str]) -> bool:
@@ -239,21 +244,28 @@ class ZkStore(JsonZk):
         except StaleWrite:
             return False
 
+    def malformed_version(self, path: str, parse: Callable[[Any], Any]) -> int | None:
+        """The version of ``path`` if the node exists and ``parse`` refuses it (None otherwise): lets
+        the node's sole writer replace a poison node instead of failing to create beside it."""
+        with translated():
+            try:
+                raw, stat = self.client.get(path)
+            except NoNodeError:
+                return None
+        return None if self.parse_node(path, raw, stat, parse) is not None else int(stat.version)
+
     def read_assignments(self) -> dict[str, Versioned[Assignment]]:
         out: dict[str, Versioned[Assignment]] = {}
         bundles = self.walk_ranges(P.ASSIGNMENTS)
-        nodes = self.get_many_json([P.assignment_path(b) for b in bundles])
+        nodes = self.get_many([P.assignment_path(b) for b in bundles])
         for bundle in bundles:
             path = P.assignment_path(bundle)
-            got = nodes.get(path)
-            if got is None:
+            if path not in nodes:
                 continue
-            v = got.value
-            if not isinstance(v, dict) or not isinstance(v.get("broker"), str):
-                self._malformed(path, "assignment without a broker")
-                continue
-            a = Assignment(v["broker"], v.get("source"), str(v.get("reason", "")), int(v.get("time", 0)))
-            out[bundle] = Versioned(a, got.version)
+            raw, stat = nodes[path]
+            got = self.parse_node(path, raw, stat, parse_assignment)
+            if got is not None:
+                out[bundle] = got
         return out
 
     @staticmethod
@@ -273,21 +285,85 @@ class ZkStore(JsonZk):
         got = self.get_json(P.WORKLOAD)
         return got.value if got is not None and isinstance(got.value, dict) else None
 
+    def read_workload_as(self, parse: Callable[[Any], V]) -> V | None:
+        """The workload through ``parse``; a node ``parse`` refuses is skipped as malformed (None)."""
+        with translated():
+            try:
+                raw, stat = self.client.get(P.WORKLOAD)
+            except NoNodeError:
+                return None
+        got = self.parse_node(P.WORKLOAD, raw, stat, parse)
+        return None if got is None else got.value
+
     def write_workload(self, scenario: dict[str, Any]) -> None:
         self.put_json(P.WORKLOAD, scenario)
 
 
-def _owner_broker(raw: bytes) -> str | None:
-    """Our agents write ``brokerId``; a Pulsar broker only URLs, so fall back to the web URL's host:port."""
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
+# ---- record checks: each raises (BadNode, pydantic's ValidationError) on a bad document -------------
+# A float32's largest value: Pulsar computes resource percentages in float, so a usage or limit
+# beyond it is no number a broker can have measured.
+F32_MAX = 3.4028234663852886e38
+RATES = ("msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out")
+
+
+def parse_broker_report(doc: Any) -> LocalBrokerData:
+    """LocalBrokerData with Pulsar's checks: a JSON object, finite resource numbers within float range."""
     if not isinstance(doc, dict):
-        return None
-    if isinstance(doc.get("brokerId"), str):
+        raise BadNode(f"load report is a JSON {type(doc).__name__}, not an object")
+    data = LocalBrokerData.model_validate(doc)
+    for name in ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out"):
+        res = getattr(data, name)
+        finite_number(res.usage, f"{name}.usage", -F32_MAX, F32_MAX)
+        finite_number(res.limit, f"{name}.limit", -F32_MAX, F32_MAX)
+    # Rates are bounded well inside double range: the leader sums and averages thousands of them,
+    # and a sum that overflows to Infinity would poison every bundle-data node it reaches.
+    for name in RATES:
+        finite_number(getattr(data, name), name, 0.0, F32_MAX)
+    for bundle, stats in data.last_stats.items():
+        for name in RATES:
+            finite_number(getattr(stats, name), f"lastStats.{bundle[:80]}.{name}", 0.0, F32_MAX)
+    if not 0 <= data.last_update <= JAVA_LONG_MAX:
+        raise BadNode(f"lastUpdate = {data.last_update} is not a time")
+    return data
+
+
+def parse_layout(namespace: str, doc: Any) -> NamespaceBundles:
+    """A namespace's bundle layout from its local-policies document (``bundles`` member required)."""
+    if not isinstance(doc, dict):
+        raise BadNode(f"local policies are a JSON {type(doc).__name__}, not an object")
+    if not isinstance(doc.get("bundles"), dict):
+        raise BadNode("local policies without a 'bundles' object")
+    try:
+        return NamespaceBundles.from_policies(namespace, doc["bundles"])
+    except InvalidInput as e:
+        raise BadNode(f"bad bundle layout: {e}") from None
+
+
+def parse_assignment(doc: Any) -> Assignment:
+    """loadmgr's assignment ``{"broker", "source", "reason", "time"}``: every member type-checked."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("broker"), str) or not doc["broker"]:
+        raise BadNode("assignment without a broker")
+    source = doc.get("source")
+    if source is not None and not isinstance(source, str):
+        raise BadNode(f"assignment source = {str(source)[:40]!r} is not a broker id")
+    reason = doc.get("reason", "")
+    if not isinstance(reason, str):
+        raise BadNode(f"assignment reason = {str(reason)[:40]!r} is not a string")
+    t = doc.get("time", 0)
+    if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t <= JAVA_LONG_MAX:
+        raise BadNode(f"assignment time = {str(t)[:40]!r} is not epoch milliseconds")
+    return Assignment(doc["broker"], source, reason, t)
+
+
+def parse_owner(doc: Any) -> str:
+    """The broker named by an ownership node.
+
+    Our agents write ``brokerId``; a Pulsar broker only URLs, so fall back to the web URL's host:port."""
+    if not isinstance(doc, dict):
+        raise BadNode("ownership data is not a JSON object")
+    if isinstance(doc.get("brokerId"), str) and doc["brokerId"]:
         return str(doc["brokerId"])
     url = doc.get("httpUrl") or doc.get("nativeUrl")
     if isinstance(url, str) and "://" in url:
         return url.split("://", 1)[1].rstrip("/")
-    return None
+    raise BadNode("ownership data names no broker")

@@ -29,6 +29,7 @@ class FakeService:
         self.layout = layout
         self.owners = {b: ("b1" if i < 3 else "b2") for i, b in enumerate(self.bundles)}
         self.log: list[dict[str, Any]] = []
+        self.unready: list[str] = []
 
     def _require_leader(self) -> None:
         if not self.leader:
@@ -56,7 +57,10 @@ class FakeService:
         return {"id": "me", "url": "http://127.0.0.1:1"} if self.leader else None
 
     def ready(self) -> bool:
-        return True
+        return not self.not_ready_reasons()
+
+    def not_ready_reasons(self) -> list[str]:
+        return list(self.unready)
 
     def update_config(self, updates: dict[str, Any]) -> LoadBalancerConfig:
         self._require_leader()
@@ -133,7 +137,7 @@ def test_reads(client: TestClient, svc: FakeService) -> None:
     assert r.status_code == 404 and r.json()["error"] == "UnknownBundle"
 
 
-def test_lookup_leader_config_health(client: TestClient) -> None:
+def test_lookup_leader_config_health(client: TestClient, svc: FakeService) -> None:
     r = client.get("/lookup/persistent://public/default/t1").json()
     assert r["broker"] == "b1" and r["bundle"].startswith(NS + "/0x")
     assert client.get("/lookup/persistent/public/default/t1").json() == r
@@ -143,6 +147,10 @@ def test_lookup_leader_config_health(client: TestClient) -> None:
     assert "loadBalancerSheddingIntervalMinutes" in cfg["dynamicKeys"]
     assert client.get("/healthz").status_code == 200
     assert client.get("/readyz").status_code == 200
+    svc.unready = ["shedding job failed 3 times in a row"]
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.json()["details"]["reasons"] == svc.unready
+    svc.unready = []
     assert b"loadmgr_is_leader" in client.get("/metrics").content
 
 

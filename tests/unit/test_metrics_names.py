@@ -51,7 +51,7 @@ def _populated() -> PrometheusMetrics:
     m.split_done("TopicsOverThreshold")
     m.leader_changed(True)
     m.zk_error("ConnectionLoss")
-    m.malformed_report("b3")
+    m.malformed_node("brokers")
     return m
 
 
@@ -103,7 +103,7 @@ def test_sink_methods_change_counters_and_departed_brokers_vanish() -> None:
     assert reg.get_sample_value("loadmgr_leader_transitions_total") == 1
     assert reg.get_sample_value("loadmgr_shedding_cycle_duration_seconds_count") == 1
     assert reg.get_sample_value("loadmgr_zookeeper_errors_total", {"kind": "ConnectionLoss"}) == 1
-    assert reg.get_sample_value("loadmgr_malformed_reports_total", {"broker": "b3"}) == 1
+    assert reg.get_sample_value("loadmgr_malformed_nodes_total", {"kind": "brokers"}) == 1
     assert (
         reg.get_sample_value(
             "loadmgr_broker_score", {"cluster": "test", "broker": "b1", "strategy": "ThresholdShedder"}
