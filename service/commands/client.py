@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 
+from service.commands import argtypes
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
@@ -37,7 +39,11 @@ def register(sub: Any) -> None:
     p = sub.add_parser("split", parents=[common], help="Split a bundle")
     p.add_argument("bundle")
     p.add_argument("--algorithm", help="range_equally_divide, topic_count_equally_divide, ...")
-    p.add_argument("--positions", help="Comma-separated hash positions (specified_positions_divide)")
+    p.add_argument(
+        "--positions",
+        type=argtypes.hash_positions,
+        help="Comma-separated hash positions (specified_positions_divide)",
+    )
     p.set_defaults(func=_split)
     p = sub.add_parser("dry-run", parents=[common], help="What shedding would move now, changing nothing")
     p.set_defaults(func=_dry_run)
@@ -203,7 +209,7 @@ def _split(args: argparse.Namespace) -> int:
         if a.algorithm:
             body["algorithm"] = a.algorithm
         if a.positions:
-            body["positions"] = [int(x, 0) for x in a.positions.split(",") if x.strip()]
+            body["positions"] = a.positions  # parsed and range-checked by argparse
         r = _call(a, "POST", f"/bundles/{a.bundle}/split", json=body)
         return _emit(a, r, _decision_text(r.get("decision") or {}))
 

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from balancer.config import describe
+from service.commands import argtypes
 from service.settings import Settings
 
 
@@ -16,7 +17,9 @@ def register(sub: Any) -> None:
     csub = p.add_subparsers(dest="config_command", metavar="ACTION")
     csub.required = True
     show = csub.add_parser("show", help="Print every key, its value, default and whether it is dynamic")
-    show.add_argument("--broker-conf", help="A Pulsar broker.conf to read keys from")
+    show.add_argument(
+        "--broker-conf", type=argtypes.readable_text_file, help="A Pulsar broker.conf to read keys from"
+    )
     show.add_argument("--json", action="store_true", help="Print JSON")
     show.set_defaults(func=_show)
 

@@ -13,16 +13,21 @@ import os
 import signal
 from typing import Any
 
+from service.commands import argtypes
 from service.settings import Settings
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="Run a load-manager instance with the REST API and /metrics")
-    p.add_argument("--zk", help="ZooKeeper connection string (LOADMGR_ZK_HOSTS)")
+    p.add_argument("--zk", type=argtypes.zk_hosts, help="ZooKeeper connection string (LOADMGR_ZK_HOSTS)")
     p.add_argument("--host", help="REST bind address (LOADMGR_HTTP_HOST)")
-    p.add_argument("--port", type=int, help="REST port (LOADMGR_HTTP_PORT)")
+    p.add_argument("--port", type=argtypes.port, help="REST port (LOADMGR_HTTP_PORT)")
     p.add_argument("--token", help="Bearer token for mutations (LOADMGR_API_TOKEN)")
-    p.add_argument("--broker-conf", help="A Pulsar broker.conf to read load-balancer keys from")
+    p.add_argument(
+        "--broker-conf",
+        type=argtypes.readable_text_file,
+        help="A Pulsar broker.conf to read load-balancer keys from",
+    )
     p.add_argument("--no-history", action="store_true", help="Do not append Parquet history")
     p.add_argument(
         "--cluster",

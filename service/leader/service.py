@@ -177,18 +177,27 @@ class LoadManagerService:
         return self._config
 
     def update_config(self, updates: Mapping[str, Any]) -> LoadBalancerConfig:
-        """Apply dynamic keys (ConfigError for unknown or static ones); strategies and jobs follow."""
+        """Apply dynamic keys (ConfigError for unknown, static or out-of-range ones); strategies and
+        jobs follow. All or nothing: if anything fails, the old configuration stays in force."""
         with self._lock:
             old = self._config
             new = old.with_updates(dict(updates), dynamic_only=True)
+            strategies = (self._shedder, self._placement)
             if (new.loadBalancerLoadSheddingStrategy, new.loadBalancerLoadPlacementStrategy) != (
                 old.loadBalancerLoadSheddingStrategy,
                 old.loadBalancerLoadPlacementStrategy,
             ):
-                self._shedder, self._placement = make_strategies(new)
+                strategies = make_strategies(new)  # an unknown strategy raises before anything changed
             self._config = new
-            if self._started:
-                self._schedule_jobs()
+            try:
+                if self._started:
+                    self._schedule_jobs()
+            except Exception:
+                self._config = old
+                if self._started:
+                    self._schedule_jobs()
+                raise
+            self._shedder, self._placement = strategies
         return new
 
     # ---- scheduling --------------------------------------------------------------------------------
