@@ -153,12 +153,20 @@ class LeaderJobs:
                 ).commit()
         if not snap.brokers:
             return 0
+        stored, versions = snap.stored_bundle_data, snap.stored_versions
         for bundle in sorted(live):
             if bundle in snap.owners:
                 continue
             a = snap.assignments.get(bundle)
             if a is not None and a.value.broker in snap.brokers:
                 continue  # the assigned broker has not taken it yet
+            new_to_view = bundle not in self.view.load.bundle_data
+            if new_to_view and not snap.sampled and stored is snap.stored_bundle_data:
+                # A non-sampling refresh (reconcile, first thing after a failover) read no bundle
+                # data: read it once now, or orphans are placed as if they had no history.
+                nodes = self.store.read_bundle_data_versioned()
+                stored = {b: got.value for b, got in nodes.items() if got.value is not None}
+                versions = {b: got.version for b, got in nodes.items()}
             decision = assign_bundle(
                 bundle,
                 self.view.load,
@@ -166,8 +174,10 @@ class LeaderJobs:
                 placement,
                 self.view.ctx,
                 self.rng,
-                stored_bundle_data=snap.stored_bundle_data.get(bundle),
+                stored_bundle_data=stored.get(bundle),
             )
+            if new_to_view and bundle in self.view.load.bundle_data:
+                self.view.seeded(bundle, versions.get(bundle))
             if decision.broker is None or not self.is_leader():
                 continue
             why = explain(
@@ -240,9 +250,14 @@ class LeaderJobs:
             )
         for broker, data in load.broker_data.items():
             self.store.write_time_average(broker, data.time_average_data)
-        for broker in self.store.children(P.TIME_AVERAGE):
-            if broker not in snap.brokers:
-                self.store.delete_time_average(broker)
+        # A broker that registered after the snapshot has a fresh node here too: only a broker gone
+        # from both the snapshot and the registrations read now loses its time average.
+        stale = [b for b in self.store.children(P.TIME_AVERAGE) if b not in snap.brokers]
+        if stale:
+            registered = set(self.store.broker_ids())
+            for broker in stale:
+                if broker not in registered:
+                    self.store.delete_time_average(broker)
         # Unlike Pulsar, a bundle in transit keeps its node: only bundles gone from every layout lose it.
         live = snap.live_bundles()
         for bundle in snap.stored_bundle_data:

@@ -40,6 +40,8 @@ class Snapshot:
     owners: dict[str, Owner]
     assignments: dict[str, Versioned[Assignment]]
     stored_bundle_data: dict[str, BundleData] = field(default_factory=dict)
+    stored_versions: dict[str, int] = field(default_factory=dict)  # node version per stored bundle
+    sampled: bool = False  # stored_* were read by this refresh (a sampling one)
     new_brokers: set[str] = field(default_factory=set)
     dead_brokers: set[str] = field(default_factory=set)
     dropped_bundles: list[str] = field(default_factory=list)
@@ -75,6 +77,11 @@ class LoadView:
 
     def wrote(self, bundle: str, version: int) -> None:
         self.bundle_data_versions[bundle] = version
+
+    def seeded(self, bundle: str, version: int | None) -> None:
+        """``bundle`` entered ``load.bundle_data`` from its stored node at ``version`` (None: no node):
+        the next refresh must see that node as already known, not as another writer's change."""
+        self.bundle_data_versions[bundle] = -1 if version is None else version
 
     def forget(self, bundle: str) -> None:
         """Drop a bundle (e.g. a split parent): if it comes back it is seeded again from the store."""
@@ -114,6 +121,8 @@ class LoadView:
         if sample:
             nodes = store.read_bundle_data_versioned()
             snap.stored_bundle_data = {b: got.value for b, got in nodes.items() if got.value is not None}
+            snap.stored_versions = {b: got.version for b, got in nodes.items()}
+            snap.sampled = True
             snap.adopted_long_term = self._adopt_external(nodes)
             held = set(self.load.bundle_data)
             snap.dropped_bundles = update_bundle_data(
@@ -121,10 +130,7 @@ class LoadView:
             )
             for bundle in self.load.bundle_data.keys() - held:  # first sight: seeded from this read
                 got = nodes.get(bundle)
-                if got is None:
-                    self.bundle_data_versions.pop(bundle, None)
-                else:
-                    self.bundle_data_versions[bundle] = got.version
+                self.bundle_data_versions[bundle] = -1 if got is None else got.version
             for bundle in snap.dropped_bundles:
                 self.bundle_data_versions.pop(bundle, None)
         self.ctx.available_brokers = sorted(current)
@@ -139,11 +145,18 @@ class LoadView:
         for bundle, data in self.load.bundle_data.items():
             got = nodes.get(bundle)
             if got is None:
-                versions.pop(bundle, None)  # node deleted: the next write creates it again
+                versions[bundle] = -1  # node deleted: the next write creates it again
                 continue
-            if versions.get(bundle) == got.version:
+            known = versions.get(bundle)
+            if known == got.version:
                 continue
             versions[bundle] = got.version
+            if known is None:
+                # Held without ever having seen its node (placed before the node was read): this is
+                # the first sight of the node, not a change by another writer. Seed from it quietly.
+                if got.value is not None:
+                    data.long_term_data = got.value.long_term_data.model_copy(deep=True)
+                continue
             if got.value is not None:  # a malformed node has nothing to adopt; the next write repairs it
                 data.long_term_data = got.value.long_term_data.model_copy(deep=True)
                 adopted.append(bundle)
