@@ -112,7 +112,7 @@ class ZkStore(JsonZk):
             path = P.bundle_data_path(bundle)
             if path in nodes:
                 raw, stat = nodes[path]
-                got = self.parse_node(path, raw, stat, BundleData.model_validate)
+                got = self.parse_node(path, raw, stat, parse_bundle_data)
                 out[bundle] = Versioned(None if got is None else got.value, int(stat.version))
         return out
 
@@ -324,6 +324,24 @@ def parse_broker_report(doc: Any) -> LocalBrokerData:
             finite_number(getattr(stats, name), f"lastStats.{bundle[:80]}.{name}", 0.0, F32_MAX)
     if not 0 <= data.last_update <= JAVA_LONG_MAX:
         raise BadNode(f"lastUpdate = {data.last_update} is not a time")
+    return data
+
+
+def parse_bundle_data(doc: Any) -> BundleData:
+    """BundleData whose windows can be averaged: ``maxSamples`` >= 1 (the average divides by the
+    sample count, capped by it), ``numSamples`` within [0, maxSamples], rates finite and >= 0."""
+    if not isinstance(doc, dict):
+        raise BadNode(f"bundle data is a JSON {type(doc).__name__}, not an object")
+    data = BundleData.model_validate(doc)
+    for name, window in (("shortTermData", data.short_term_data), ("longTermData", data.long_term_data)):
+        if not 1 <= window.max_samples <= 1_000_000:
+            raise BadNode(f"{name}.maxSamples = {window.max_samples} is outside [1, 1000000]")
+        if not 0 <= window.num_samples <= window.max_samples:
+            raise BadNode(f"{name}.numSamples = {window.num_samples} is outside [0, maxSamples]")
+        for rate in RATES:
+            finite_number(getattr(window, rate), f"{name}.{rate}", 0.0, F32_MAX)
+    if data.topics < 0:
+        raise BadNode(f"topics = {data.topics} is negative")
     return data
 
 
