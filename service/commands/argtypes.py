@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from pathlib import Path
+
+from service.zookeeper.hosts import check_hosts
 
 MAX_PORT = 65535
 HASH_SPACE = 2**32  # Pulsar's bundle ranges cover [0, 2^32]
-# host:port as Pulsar names brokers; the host part is a DNS name or an IPv4/IPv6 literal.
-_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.\-]+)$")
 
 
 def _port_value(text: str, allow_zero: bool) -> int:
@@ -60,27 +59,12 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _host_port(item: str) -> None:
-    host, sep, port_text = item.rpartition(":")
-    if item.endswith("]") or not sep:  # no port: kazoo's default 2181
-        host, port_text = item, ""
-    if not host or not _HOST.match(host):
-        raise argparse.ArgumentTypeError(f"{item!r} is not host:port")
-    if port_text:
-        _port_value(port_text, allow_zero=False)
-
-
 def zk_hosts(text: str) -> str:
     """A ZooKeeper connection string: ``host:port[,host:port...][/chroot]``."""
-    hosts, slash, chroot = text.partition("/")
-    items = [h.strip() for h in hosts.split(",")]
-    if not hosts or any(not h for h in items):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a ZooKeeper connection string (host:port,...)")
-    for item in items:
-        _host_port(item)
-    if slash and (not chroot or chroot.endswith("/") or "//" in chroot):
-        raise argparse.ArgumentTypeError(f"chroot /{chroot} of {text!r} is not a ZooKeeper path")
-    return text
+    try:
+        return check_hosts(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def broker_id(text: str) -> str:

@@ -113,6 +113,7 @@ class LoadManagerService:
         self.job_failures: dict[str, int] = {}
         self._last_cycle_ok: float | None = None
         self._leading_since: float | None = None
+        self._published: tuple[dict[str, Any], dict[str, int]] = ({}, {})
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -232,9 +233,18 @@ class LoadManagerService:
                 self._consecutive_failures[name] = 0
                 if name == "shedding":
                     self._last_cycle_ok = time.monotonic()
+            self._publish_leader_state()
         if name == "shedding":
             with contextlib.suppress(ServiceError):
                 self._publish_view()
+
+    def _publish_leader_state(self) -> None:
+        """Copies of what the API shows from the leader's memory, taken under the lock (cheap), so
+        readers never wait for a running job: under a flood of nodes one job can take seconds."""
+        self._published = (
+            dict(self._loadview.load.bundle_data),
+            dict(self._loadview.load.recently_unloaded_bundles),
+        )
 
     def _job_failed(self, name: str) -> None:
         self._consecutive_failures[name] = self._consecutive_failures.get(name, 0) + 1
@@ -244,6 +254,7 @@ class LoadManagerService:
     def _on_elected(self) -> None:
         with self._lock:
             self._loadview.reset()  # a new term starts from a full re-read
+            self._publish_leader_state()
             self._consecutive_failures = {}
             self._last_cycle_ok = None
             self._leading_since = time.monotonic()
@@ -291,9 +302,8 @@ class LoadManagerService:
     def _publish_view(self) -> ClusterView:
         s = self.store
         leader = self.is_leader()
-        with self._lock:
-            bundle_data = dict(self._loadview.load.bundle_data) if leader else {}
-            recent = dict(self._loadview.load.recently_unloaded_bundles)
+        published, recent = self._published
+        bundle_data = dict(published) if leader else {}
         v = ClusterView(
             time_ms=now_ms(),
             leader=self.leader_info(),
@@ -371,6 +381,7 @@ class LoadManagerService:
             )
             self.executor.unload(bundle, source, destination, why.reason)
             self._loadview.load.recently_unloaded_bundles[bundle] = now
+            self._publish_leader_state()
             self.metrics.unloaded(why.reason)
             return self.jobs._record("manual", why, bundle=bundle, source=source, destination=destination)
 
@@ -386,7 +397,9 @@ class LoadManagerService:
                 self.store, now_ms(), (self._shedder, self._placement), sample=False
             )
             why = explain("manual_split", f"operator split of {bundle}", subject=bundle, algorithm=algorithm)
-            return self.jobs.split(bundle, algorithm, positions, self._config, snap, why)
+            record = self.jobs.split(bundle, algorithm, positions, self._config, snap, why)
+            self._publish_leader_state()
+            return record
 
     def lookup(self, topic: str) -> str:
         """The broker serving ``topic``'s bundle; an unowned bundle is assigned through placement first."""

@@ -303,16 +303,34 @@ class JsonZk:
     def walk_ranges(self, root: str) -> list[str]:
         """Relative names (``tenant/ns/0x…_0x…``) of every bundle-range node below ``root``."""
         out: list[str] = []
-        stack = [""]
-        while stack:
-            rel = stack.pop()
-            for child in self.children(P.join(root, rel) if rel else root):
-                name = f"{rel}/{child}" if rel else child
-                if P.is_range(child):
-                    out.append(name)
-                elif rel.count("/") < 3:  # tenant/ns or tenant/cluster/ns: never deeper
-                    stack.append(name)
+        level = [""]
+        while level:
+            # One level at a time with every listing of the level in flight: a tree of many tenants
+            # and namespaces (or an attacker's flood of them) costs one round trip per level.
+            listed = self._children_many([P.join(root, rel) if rel else root for rel in level])
+            deeper: list[str] = []
+            for rel, children in zip(level, listed, strict=True):
+                for child in children:
+                    name = f"{rel}/{child}" if rel else child
+                    if P.is_range(child):
+                        out.append(name)
+                    elif rel.count("/") < 3:  # tenant/ns or tenant/cluster/ns: never deeper
+                        deeper.append(name)
+            level = deeper
         return sorted(out)
+
+    def _children_many(self, paths: Sequence[str]) -> list[list[str]]:
+        """Children of each path (empty if absent), up to ``PIPELINE`` listings in flight."""
+        out: list[list[str]] = []
+        with translated():
+            for start in range(0, len(paths), PIPELINE):
+                pending = [self.client.get_children_async(p) for p in paths[start : start + PIPELINE]]
+                for result in pending:
+                    try:
+                        out.append(sorted(result.get(timeout=max(self.session_timeout_s, 1.0) * 2)))
+                    except NoNodeError:
+                        out.append([])
+        return out
 
     def fenced(self, fence: Versioned[str] | None) -> Fenced:
         return Fenced(self, fence)

@@ -158,10 +158,9 @@ class ZkStore(JsonZk):
 
     # ---- namespace layouts ------------------------------------------------------------------------
     def namespaces(self) -> list[str]:
-        out: list[str] = []
-        for tenant in self.children(P.LOCAL_POLICIES):
-            out.extend(f"{tenant}/{ns}" for ns in self.children(P.join(P.LOCAL_POLICIES, tenant)))
-        return sorted(out)
+        tenants = self.children(P.LOCAL_POLICIES)
+        listed = self._children_many([P.join(P.LOCAL_POLICIES, t) for t in tenants])
+        return sorted(f"{tenant}/{ns}" for tenant, names in zip(tenants, listed, strict=True) for ns in names)
 
     def read_layout(self, namespace: str) -> Versioned[NamespaceBundles] | None:
         path = P.policies_path(namespace)
@@ -311,6 +310,14 @@ def parse_broker_report(doc: Any) -> LocalBrokerData:
     if not isinstance(doc, dict):
         raise BadNode(f"load report is a JSON {type(doc).__name__}, not an object")
     data = LocalBrokerData.model_validate(doc)
+    if not (
+        data.web_service_url
+        or data.web_service_url_tls
+        or data.pulsar_service_url
+        or data.pulsar_service_url_tls
+    ):
+        # A broker publishes where it serves; a report naming no URL (``{}``) is nobody to send bundles to.
+        raise BadNode("load report names no webServiceUrl or pulsarServiceUrl")
     for name in ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out"):
         res = getattr(data, name)
         finite_number(res.usage, f"{name}.usage", -F32_MAX, F32_MAX)

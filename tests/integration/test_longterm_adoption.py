@@ -140,7 +140,7 @@ def test_a_merge_racing_the_writer_is_not_overwritten_and_is_adopted_next(cluste
     store = cluster.admin
     (bundle,) = store.create_namespace(NS, 1).bundle_names
     stats = NamespaceBundleStats(msg_rate_in=100.0, msg_rate_out=100.0, msg_throughput_in=1e5, topics=3)
-    local = LocalBrokerData(cpu=ResourceUsage(usage=10.0, limit=100.0))
+    local = LocalBrokerData(web_service_url=f"http://{BROKER}", cpu=ResourceUsage(usage=10.0, limit=100.0))
     local.update(local.usages(), {bundle: stats})
     store.put_json(P.broker_path(BROKER), local.to_json_dict(), ephemeral=True)
     view = LoadView()

@@ -144,12 +144,13 @@ def test_assignment_time_variants_and_degenerate_reports(store: ZkStore) -> None
     assert store.malformed[P.broker_path("long:1")] == 1
 
 
-def test_persistent_broker_nodes_are_phantoms(store: ZkStore) -> None:
+def test_persistent_broker_nodes_and_reports_without_urls_are_phantoms(store: ZkStore) -> None:
     store.client.create(P.broker_path("phantom:1"), b"{}")
     store.client.create(P.broker_path("a"), b"")  # what `agent --broker-id a/b:1` used to leave
+    store.client.create(P.broker_path("nourl:1"), b"{}", ephemeral=True)
     store.register_broker("real:1", LocalBrokerData(web_service_url="http://real:1"))
     assert set(store.read_brokers()) == {"real:1"}
-    assert store.malformed_log.by_kind["brokers"] == 2
+    assert store.malformed_log.by_kind["brokers"] == 3
 
 
 def test_leader_and_agents_keep_working_among_poison_nodes(cluster: Cluster) -> None:
