@@ -172,8 +172,9 @@ def test_unload_split_and_errors(client: TestClient, svc: FakeService) -> None:
     )
     r = client.post(f"/bundles/{b}/split", json={"algorithm": "bogus"}, headers=AUTH)
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "algorithm"
-    r = client.post(f"/bundles/{b}/split", json={"positions": [-1]}, headers=AUTH)
-    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "positions"
+    for bad in ([-1], [2**40], [0x40000000, 2**32 + 1]):  # the body's schema names the offending item
+        r = client.post(f"/bundles/{b}/split", json={"positions": bad}, headers=AUTH)
+        assert r.status_code == 422 and r.json()["detail"][0]["field"].startswith("positions."), r.json()
     r = client.post(f"/bundles/{b}/split", json={"algorithm": "range_equally_divide"}, headers=AUTH)
     assert r.status_code == 200 and len(svc.bundles) == 5
     assert client.get("/decisions", params={"kind": "manual"}).json()["decisions"][0]["bundle"] == b
