@@ -56,6 +56,9 @@ class ZkStore(JsonZk):
     # ---- brokers ------------------------------------------------------------------------------
     def register_broker(self, broker_id: str, data: LocalBrokerData) -> None:
         """Create the broker's ephemeral node; fails with StaleWrite if another session holds it."""
+        if not broker_id or "/" in broker_id:
+            # A '/' would first create a persistent parent: a phantom broker nobody removes.
+            raise InvalidInput("broker_id", broker_id, "must be one node name (host:port), without '/'")
         path = P.broker_path(broker_id)
         existing = self._stat(path)
         if existing is not None and existing.ephemeralOwner == self.session_id:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from balancer.errors import InvalidInput
 from balancer.models import BundleData, LocalBrokerData, ResourceUsage
 from service.api.metrics import PrometheusMetrics
 from service.broker.workload import skewed_scenario
@@ -196,3 +197,9 @@ def test_leader_and_agents_keep_working_among_poison_nodes(cluster: Cluster) -> 
     # Agents took bundles and kept reporting through it all.
     for agent in cluster.agents.values():
         assert agent.reports_written > 0 and agent.owned()
+
+
+def test_a_broker_id_with_a_slash_is_refused_before_any_node_is_written(store: ZkStore) -> None:
+    with pytest.raises(InvalidInput, match="broker_id"):
+        store.register_broker("a/b:1", LocalBrokerData(web_service_url="http://a:1"))
+    assert store.client.exists(P.broker_path("a")) is None
