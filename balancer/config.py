@@ -19,6 +19,72 @@ from balancer.models import MIB, ResourceWeights
 IMPL = "org.apache.pulsar.broker.loadbalance.impl."
 
 
+YEAR_MINUTES = 525_600.0
+JAVA_INT_MAX = 2**31 - 1
+# Allowed range per numeric key, and why. Pulsar reads these as Java ints/doubles and checks few of
+# them; the bounds here keep each key where Pulsar's code gives it a meaning: percentages 0-100,
+# fractions 0-1, periods positive and below a year (a longer one cannot be scheduled and means
+# "never", which the key's own switch says better), counts where Pulsar documents "<= 0 off" left
+# open below, everything else non-negative. A value outside is refused with the key, the value
+# and this reason, before anything changes.
+_PERIOD = (1e-4, YEAR_MINUTES, "a period in minutes, positive and below a year")
+_PCT = (0, 100, "a percentage")
+_FRACTION = (0.0, 1.0, "a fraction")
+_WEIGHT = (0.0, 1e6, "a non-negative weight")
+_COUNT = (0, JAVA_INT_MAX, "a non-negative Java int")
+_OFF_BELOW = (-JAVA_INT_MAX, JAVA_INT_MAX, "a Java int; <= 0 turns the check off")
+RANGES: dict[str, tuple[float, float, str]] = {
+    "loadBalancerSheddingIntervalMinutes": _PERIOD,
+    "loadBalancerSheddingGracePeriodMinutes": (0.0, YEAR_MINUTES, "minutes, at most a year"),
+    "loadBalancerResourceQuotaUpdateIntervalMinutes": _PERIOD,
+    "loadBalancerReportUpdateThresholdPercentage": _PCT,
+    "loadBalancerReportUpdateMinIntervalMillis": (
+        100,
+        86_400_000,
+        "ms between report checks, 0.1 s to a day",
+    ),
+    "loadBalancerReportUpdateMaxIntervalMinutes": _PERIOD,
+    "loadBalancerHostUsageCheckIntervalMinutes": _PERIOD,
+    "loadBalancerMaxNumberOfBundlesInBundleLoadReport": _OFF_BELOW,
+    "loadBalancerBrokerOverloadedThresholdPercentage": _PCT,
+    "loadBalancerBrokerThresholdShedderPercentage": _PCT,
+    "loadBalancerHistoryResourcePercentage": _FRACTION,
+    "loadBalancerBundleUnloadMinThroughputThreshold": (0.0, 1e9, "non-negative MB/s"),
+    "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": _PCT,
+    "loadBalancerCPUResourceWeight": _WEIGHT,
+    "loadBalancerMemoryResourceWeight": _WEIGHT,
+    "loadBalancerDirectMemoryResourceWeight": _WEIGHT,
+    "loadBalancerBandwidthInResourceWeight": _WEIGHT,
+    "loadBalancerBandwidthOutResourceWeight": _WEIGHT,
+    "loadBalancerBandwithInResourceWeight": _WEIGHT,
+    "loadBalancerBandwithOutResourceWeight": _WEIGHT,
+    "loadBalancerMsgRateDifferenceShedderThreshold": (-1e9, 1e9, "percent; <= 0 turns it off"),
+    "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold": (
+        -1e9,
+        1e9,
+        "a ratio; <= 0 turns it off",
+    ),
+    "maxUnloadPercentage": _FRACTION,
+    "minUnloadMessage": _COUNT,
+    "minUnloadMessageThroughput": _COUNT,
+    "maxUnloadBundleNumPerShedding": (-1, JAVA_INT_MAX, "bundles per call; -1 means no cap"),
+    "loadBalancerAvgShedderLowThreshold": _PCT,
+    "loadBalancerAvgShedderHighThreshold": _PCT,
+    "loadBalancerAvgShedderHitCountLowThreshold": _COUNT,
+    "loadBalancerAvgShedderHitCountHighThreshold": _COUNT,
+    "loadBalancerBrokerMaxTopics": _COUNT,
+    "loadBalancerOverrideBrokerNicSpeedGbps": (1e-6, 1e6, "a positive NIC speed in Gbit/s"),
+    "loadBalancerNamespaceBundleMaxTopics": _OFF_BELOW,
+    "loadBalancerNamespaceBundleMaxSessions": _OFF_BELOW,
+    "loadBalancerNamespaceBundleMaxMsgRate": _OFF_BELOW,
+    "loadBalancerNamespaceBundleMaxBandwidthMbytes": _OFF_BELOW,
+    "loadBalancerNamespaceMaximumBundles": (1, JAVA_INT_MAX, "at least one bundle"),
+    "flowOrQpsDifferenceThresholdPercentage": _PCT,
+    # 65536 ranges keep a new namespace's layout node (13 bytes a boundary) under ZooKeeper's 1 MiB.
+    "defaultNumberOfNamespaceBundles": (1, 65_536, "bundles of a new namespace"),
+}
+
+
 def _dyn(default: Any, doc: str, dynamic: bool = True) -> Any:
     return Field(default=default, description=doc, json_schema_extra={"dynamic": dynamic})
 
@@ -26,7 +92,9 @@ def _dyn(default: Any, doc: str, dynamic: bool = True) -> Any:
 class LoadBalancerConfig(BaseModel):
     """Pulsar's load-balancer configuration (ModularLoadManagerImpl and its strategies)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    # NaN and Infinity are refused for every float key: an interval of Infinity cannot be scheduled
+    # and a NaN threshold makes every comparison false.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False)
 
     # --- switches and classes -------------------------------------------------------------
     # Static in Pulsar's ServiceConfiguration (no ``dynamic = true``): changed by restart only.
@@ -145,6 +213,14 @@ class LoadBalancerConfig(BaseModel):
     @classmethod
     def _empty_none(cls, v: Any) -> Any:
         return None if v == "" else v
+
+    @field_validator(*RANGES, mode="after")
+    @classmethod
+    def _in_range(cls, v: Any, info: Any) -> Any:
+        lo, hi, why = RANGES[info.field_name]
+        if v is not None and not lo <= v <= hi:
+            raise ValueError(f"must be within [{lo:g}, {hi:g}] ({why})")
+        return v
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod

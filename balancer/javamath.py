@@ -24,17 +24,26 @@ def f32(x: float) -> float:
         return math.inf if x > 0 else -math.inf
 
 
+F32_MAX = 3.4028234663852886e38
+
+
 def percent_usage(usage: float, limit: float) -> float:
-    """Pulsar's ``ResourceUsage.percentUsage()``: usage/limit*100 in float32, 0 when limit <= 0."""
-    if limit <= 0:
+    """Pulsar's ``ResourceUsage.percentUsage()``: usage/limit*100 in float32, 0 when limit <= 0.
+
+    A positive limit that rounds to 0 in float32 (1e-50) counts as no limit, as a limit <= 0 does:
+    Java would divide by zero into Infinity or NaN. A result beyond float32 range saturates at its
+    largest value where Java gives Infinity, so no later subtraction or int() meets an infinity."""
+    fl = f32(limit)
+    if not fl > 0:  # also refuses NaN
         return 0.0
-    u, lim = f32(usage), f32(limit)
-    if lim == 0.0:
-        # A positive double below float's range casts to 0f; Java's float division by zero gives
-        # NaN or a signed infinity where Python would raise (a garbage report must not stop a cycle).
-        return math.nan if u == 0.0 or math.isnan(u) else math.copysign(math.inf, u)
+    fu = f32(usage)
+    if math.isnan(fu):
+        return 0.0
     # A double division rounded once to float equals Java's float division (53 >= 2*24+2 bits).
-    return f32(f32(u / lim) * f32(100.0))
+    pct = f32(f32(fu / fl) * f32(100.0))
+    if math.isnan(pct):  # infinite usage over infinite limit
+        return 0.0
+    return max(-F32_MAX, min(F32_MAX, pct))
 
 
 def java_int(x: float) -> int:

@@ -23,7 +23,9 @@ class Settings(BaseSettings):
 
     zk_hosts: str = Field("127.0.0.1:2181", description="ZooKeeper connection string")
     zk_chroot: str = Field("", description="Optional chroot, e.g. /pulsar-cluster-a")
-    zk_session_timeout_s: float = Field(10.0, description="ZooKeeper session timeout, seconds")
+    zk_session_timeout_s: float = Field(
+        10.0, gt=0, le=3600, allow_inf_nan=False, description="ZooKeeper session timeout, seconds"
+    )
     # About 4 znodes per bundle (layout share, assignment, ownership, bundle data) plus the watches
     # a leader keeps on them: 1 GiB holds 100,000 bundles with room (README, "Sizing").
     zk_heap_mb: int = Field(
@@ -36,7 +38,7 @@ class Settings(BaseSettings):
         "domains apply, and the metrics' cluster label (empty: the only cluster in ZooKeeper)",
     )
     http_host: str = Field("127.0.0.1", description="REST bind address")
-    http_port: int = Field(8080, description="REST port")
+    http_port: int = Field(8080, ge=0, le=65535, description="REST port (0: any free one)")
     api_token: str | None = Field(None, description="Admin bearer token: every mutation needs it")
     api_token_file: Path | None = Field(None, description="File holding the admin token (a mounted secret)")
     api_read_token: str | None = Field(None, description="Read-only bearer token (GET routes, dry-run)")
@@ -66,7 +68,9 @@ class Settings(BaseSettings):
     broker_conf: Path | None = Field(None, description="A Pulsar broker.conf to read load-balancer keys from")
     history_uri: str = Field("./var/history", description="Where the leader appends load history (Parquet)")
     history_enabled: bool = Field(True, description="Append history rows each cycle")
-    decision_log_size: int = Field(500, description="Decisions kept in memory for GET /decisions")
+    decision_log_size: int = Field(
+        500, ge=1, le=1_000_000, description="Decisions kept in memory for GET /decisions"
+    )
     log_level: str = Field("INFO", description="Python log level")
 
     def admin_token(self) -> str | None:

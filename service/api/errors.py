@@ -11,6 +11,7 @@ so the caller's token goes to the verified leader or nowhere.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import httpx
@@ -147,6 +148,13 @@ def install(app: FastAPI) -> None:
 
 
 def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
+    """The offending value as JSON can carry it: NaN and Infinity (which JSON cannot) and anything
+    that is not a scalar become their text, cut to 200 characters so an error never echoes a flood."""
+    if value is None or isinstance(value, bool):
         return value
-    return repr(value)
+    if isinstance(value, int) and abs(value) < 2**63:
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."

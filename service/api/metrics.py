@@ -29,6 +29,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from balancer.models import LocalBrokerData
+from service.leader.metrics_sink import JOB_NAMES, PATH_KINDS
 
 # Pulsar's ModularLoadManager gauges (broker resource usage in percent), labelled
 # cluster/broker/metric="loadBalancing" exactly as Pulsar does.
@@ -349,12 +350,23 @@ class PrometheusMetrics:
         )
         for kind in ZK_ERROR_KINDS:
             self.zk_errors.labels(cluster, kind)
+        # Labelled by path kind, never by node: an attacker creating nodes cannot create series.
         self.malformed = Counter(
-            "loadmgr_malformed_reports_total",
-            "Load reports skipped because they could not be parsed.",
-            ["cluster", "broker"],
+            "loadmgr_malformed_nodes_total",
+            "ZooKeeper node versions skipped as malformed, by path kind (brokers, bundle-data, ...).",
+            ["cluster", "kind"],
             registry=r,
         )
+        for kind in PATH_KINDS:
+            self.malformed.labels(cluster, kind)
+        self.job_failures = Counter(
+            "loadmgr_job_failures_total",
+            "Leader job runs that ended in an error, by job (shedding, reconcile, bundle-data, split).",
+            ["cluster", "job"],
+            registry=r,
+        )
+        for job in JOB_NAMES:
+            self.job_failures.labels(cluster, job)
         self.last_cycle = Gauge(
             "loadmgr_last_cycle_timestamp_seconds",
             "When the last shedding cycle finished.",
@@ -404,17 +416,18 @@ class PrometheusMetrics:
     def zk_error(self, kind: str) -> None:
         self.zk_errors.labels(self.cluster, kind or "unknown").inc()
 
-    def malformed_report(self, broker: str) -> None:
-        self.malformed.labels(self.cluster, broker).inc()
-
     def watch(self, service: Any) -> None:
         """Export ``service``'s ZooKeeper connection and history sink losses at every scrape."""
         self._service.watch(service)
 
+    def malformed_node(self, kind: str) -> None:
+        self.malformed.labels(self.cluster, kind if kind in PATH_KINDS else "other").inc()
+
+    def job_failed(self, job: str) -> None:
+        self.job_failures.labels(self.cluster, job if job in JOB_NAMES else "other").inc()
+
     def view_updated(self, view: Any, scores: Mapping[str, Mapping[str, float]]) -> None:
         brokers = brokers_of(view)
-        for broker in brokers:  # every live broker's malformed-report count exists, at 0 until one
-            self.malformed.labels(self.cluster, broker)
         self._brokers.set(_Snapshot(brokers, _normalise_scores(scores or {}, set(brokers)), time.time()))
 
     # -- exposition -------------------------------------------------------------------------------

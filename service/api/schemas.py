@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,7 +29,8 @@ class SplitRequest(_Body):
     algorithm: SplitAlgorithm | None = Field(
         None, description="Split algorithm; the configured default if omitted"
     )
-    positions: list[int] | None = Field(
+    # Each position inside Pulsar's hash range, so a bad body is a 422 naming it, never an overflow later.
+    positions: list[Annotated[int, Field(ge=0, le=2**32)]] | None = Field(
         None,
         description="Hash positions for specified_positions_divide (0 to 2^32)",
         max_length=64,

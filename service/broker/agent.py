@@ -61,7 +61,7 @@ class SimulatedSource:
     def _current(self) -> Scenario:
         try:
             got = self._scenario()
-        except ServiceError as e:
+        except Exception as e:  # ZooKeeper away or a workload it cannot use: keep serving the last one
             log.debug("keeping the last workload: %s", e)
             got = None
         if got is not None:
@@ -122,6 +122,7 @@ class BrokerAgent:
         self._last_written: LocalBrokerData | None = None
         self._owned: frozenset[str] = frozenset()  # replaced, never mutated: read from other threads
         self._registered_session: int | None = None
+        self._ever_registered = False
         self._dirty = True
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -191,7 +192,14 @@ class BrokerAgent:
         session = self.store.session_id
         if session is not None and session == self._registered_session:
             return
+        if self._ever_registered and self.source.manages_ownership:
+            # A new session: the old one's ephemeral ownership nodes died with it, and other brokers
+            # may own those bundles by now. Register with what this session owns (nothing yet), never
+            # the old list, or the leader would count another broker's bundles here.
+            self._owned = frozenset()
+            self.local.update(self.local.usages(), {})
         self.store.register_broker(self.broker_id, self.local)
+        self._ever_registered = True
         self.store.write_time_average(self.broker_id, TimeAverageBrokerData())
         self._registered_session = session
         self._dirty = True

@@ -15,6 +15,7 @@ from balancer.errors import InvalidInput
 from service.broker.agent import BrokerAgent, SimulatedSource, StatsSource
 from service.broker.pulsar_source import PulsarBrokerSource
 from service.broker.workload import Scenario
+from service.commands import argtypes
 from service.settings import Settings, secret
 from service.zookeeper.security import ZkSecurity
 from service.zookeeper.store import ZkStore
@@ -22,10 +23,27 @@ from service.zookeeper.store import ZkStore
 
 def register(sub: Any) -> None:
     p = sub.add_parser("agent", help="Run a broker agent: register, own bundles, publish load reports")
-    p.add_argument("--broker-id", required=True, help="This broker's id, host:port (its web service address)")
-    p.add_argument("--zk", default=None, help="ZooKeeper connection string (default LOADMGR_ZK_HOSTS)")
-    p.add_argument("--chroot", default=None, help="ZooKeeper chroot (default LOADMGR_ZK_CHROOT)")
-    p.add_argument("--session-timeout", type=float, default=None, help="ZooKeeper session timeout, seconds")
+    p.add_argument(
+        "--broker-id",
+        required=True,
+        type=argtypes.broker_id,
+        help="This broker's id, host:port (its web service address)",
+    )
+    p.add_argument(
+        "--zk",
+        default=None,
+        type=argtypes.zk_hosts,
+        help="ZooKeeper connection string (default LOADMGR_ZK_HOSTS)",
+    )
+    p.add_argument(
+        "--chroot", default=None, type=argtypes.chroot, help="ZooKeeper chroot (default LOADMGR_ZK_CHROOT)"
+    )
+    p.add_argument(
+        "--session-timeout",
+        type=argtypes.positive_float,
+        default=None,
+        help="ZooKeeper session timeout, seconds",
+    )
     p.add_argument("--source", choices=("simulated", "pulsar"), default="simulated")
     p.add_argument(
         "--workload", type=Path, help="Scenario JSON; published to /loadmgr/workload for all agents"
@@ -49,10 +67,18 @@ def register(sub: Any) -> None:
         help="File holding the Pulsar admin API token (LOADMGR_PULSAR_TOKEN_FILE)",
     )
     p.add_argument(
-        "--report-interval", type=float, help="Seconds between report checks (default from config)"
+        "--report-interval",
+        type=argtypes.positive_float,
+        help="Seconds between report checks (default from config)",
     )
-    p.add_argument("--ownership-poll", type=float, default=1.0, help="Seconds between ownership checks")
-    p.add_argument("--broker-conf", type=Path, help="A Pulsar broker.conf to read load-balancer keys from")
+    p.add_argument(
+        "--ownership-poll", type=argtypes.positive_float, default=1.0, help="Seconds between ownership checks"
+    )
+    p.add_argument(
+        "--broker-conf",
+        type=argtypes.readable_text_file,
+        help="A Pulsar broker.conf to read load-balancer keys from",
+    )
     p.set_defaults(func=run)
 
 
@@ -92,8 +118,7 @@ def build_agent(args: argparse.Namespace, settings: Settings) -> BrokerAgent:
 
 
 def _read_scenario(store: ZkStore) -> Scenario | None:
-    doc = store.read_workload()
-    return None if doc is None else Scenario.parse(doc)
+    return store.read_workload_as(Scenario.parse)
 
 
 def run(args: argparse.Namespace) -> int:

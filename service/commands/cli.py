@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+import traceback
 from collections.abc import Sequence
+
+from pydantic import ValidationError
 
 from balancer.errors import LoadMgrError
 from service import commands
+
+# A bad command line, file or environment value: the caller's to fix (argparse uses 2 too).
+EXIT_USAGE = 2
+# Something went wrong while running (ZooKeeper away, a bug): not the caller's input.
+EXIT_FAILURE = 1
+# stdout closed early (``loadmgr status --json | head``): the shell's 128 + SIGPIPE.
+EXIT_BROKEN_PIPE = 141
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,16 +39,45 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _settings_error(e: ValidationError) -> str:
+    """Name the environment variable (``LOADMGR_HTTP_PORT``) and the value a Settings error is about."""
+    err = e.errors()[0]
+    field = ".".join(str(x) for x in err.get("loc", ())) or "settings"
+    name = f"LOADMGR_{field.upper()}" if e.title == "Settings" else field
+    return f"{name}={str(err.get('input'))[:80]!r}: {err.get('msg', 'invalid')}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one sub-command. Every way it can fail ends in one line on stderr and an exit code;
+    the traceback is printed only with ``LOADMGR_DEBUG=1``, for whoever debugs loadmgr itself."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         rc = args.func(args)
-    except LoadMgrError as e:
-        print(f"loadmgr: {e}", file=sys.stderr)
-        return 2
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away; say nothing more (a second write would raise again at exit).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         return 130
+    except LoadMgrError as e:
+        print(f"loadmgr: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValidationError as e:
+        print(f"loadmgr: {_settings_error(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    except (OSError, UnicodeError) as e:
+        where = f"{e.filename}: " if isinstance(e, OSError) and e.filename else ""
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        print(f"loadmgr: {where}{reason}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as e:  # the last line: never a traceback for an operator
+        if os.environ.get("LOADMGR_DEBUG"):
+            traceback.print_exc()
+        print(f"loadmgr: {args.command} failed: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+        return EXIT_FAILURE
     return int(rc or 0)
 
 

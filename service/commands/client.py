@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from service.commands import argtypes
 from service.settings import secret
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -53,7 +54,11 @@ def register(sub: Any) -> None:
         "topic_count_equally_divide and flow_or_qps_equally_divide need topic names, which only a "
         "leader splitting through Pulsar's admin API has (default: the leader's configured one)",
     )
-    p.add_argument("--positions", help="Comma-separated hash positions (specified_positions_divide)")
+    p.add_argument(
+        "--positions",
+        type=argtypes.hash_positions,
+        help="Comma-separated hash positions (specified_positions_divide)",
+    )
     p.add_argument(
         "-u", "--unload", action="store_true", help="Also unload the children (pulsar-admin split-bundle -u)"
     )
@@ -234,7 +239,7 @@ def _split(args: argparse.Namespace) -> int:
         if a.algorithm:
             body["algorithm"] = a.algorithm
         if a.positions:
-            body["positions"] = [int(x, 0) for x in a.positions.split(",") if x.strip()]
+            body["positions"] = a.positions  # parsed and range-checked by argparse
         if a.unload:
             body["unload"] = True
         r = _call(a, "POST", f"/bundles/{a.bundle}/split", json=body)

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from balancer.config import LoadBalancerConfig, describe
+from service.commands import argtypes
 from service.settings import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -35,7 +36,11 @@ def register(sub: Any) -> None:
     )
     show.add_argument("--url", default=None, help=f"REST base URL (env LOADMGR_URL, default {DEFAULT_URL})")
     show.add_argument("--local", action="store_true", help="Do not ask a running leader; show local settings")
-    show.add_argument("--broker-conf", help="A Pulsar broker.conf to read keys from (local settings)")
+    show.add_argument(
+        "--broker-conf",
+        type=argtypes.readable_text_file,
+        help="A Pulsar broker.conf to read keys from (local settings)",
+    )
     show.add_argument("--json", action="store_true", help="Print JSON")
     show.set_defaults(func=_show)
 

@@ -7,13 +7,21 @@ import logging
 import signal
 from typing import Any
 
+from service.commands import argtypes
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("demo", help="Embedded ZooKeeper + leader (REST) + simulated brokers, starting skewed")
-    p.add_argument("--brokers", type=int, default=4, help="Simulated brokers (default 4)")
-    p.add_argument("--bundles", type=int, default=16, help="Bundles of the demo namespace (default 16)")
-    p.add_argument("--port", type=int, default=8080, help="REST port (a free one if taken; 0 = any)")
-    p.add_argument("--shed-interval", type=float, default=5.0, help="Seconds between shedding cycles")
+    p.add_argument("--brokers", type=argtypes.positive_int, default=4, help="Simulated brokers (default 4)")
+    p.add_argument(
+        "--bundles", type=argtypes.positive_int, default=16, help="Bundles of the demo namespace (default 16)"
+    )
+    p.add_argument(
+        "--port", type=argtypes.port_or_zero, default=8080, help="REST port (a free one if taken; 0 = any)"
+    )
+    p.add_argument(
+        "--shed-interval", type=argtypes.positive_float, default=5.0, help="Seconds between shedding cycles"
+    )
     p.add_argument(
         "--strategy",
         default="BalancedShedder",

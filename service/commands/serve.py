@@ -19,14 +19,15 @@ import sys
 from typing import Any
 
 from balancer.errors import ConfigError
+from service.commands import argtypes
 from service.settings import Settings
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="Run a load-manager instance with the REST API and /metrics")
-    p.add_argument("--zk", help="ZooKeeper connection string (LOADMGR_ZK_HOSTS)")
+    p.add_argument("--zk", type=argtypes.zk_hosts, help="ZooKeeper connection string (LOADMGR_ZK_HOSTS)")
     p.add_argument("--host", help="REST bind address (LOADMGR_HTTP_HOST)")
-    p.add_argument("--port", type=int, help="REST port (LOADMGR_HTTP_PORT)")
+    p.add_argument("--port", type=argtypes.port_or_zero, help="REST port, 0: any (LOADMGR_HTTP_PORT)")
     p.add_argument("--token", help=argparse.SUPPRESS)  # refused with a pointer to the safe ways
     p.add_argument("--token-file", help="File with the admin token (LOADMGR_API_TOKEN_FILE)")
     p.add_argument("--read-token-file", help="File with the read-only token (LOADMGR_API_READ_TOKEN_FILE)")
@@ -37,11 +38,15 @@ def register(sub: Any) -> None:
         action="store_true",
         help="Serve without an admin token on a non-loopback address (LOADMGR_INSECURE); never in production",
     )
-    p.add_argument("--broker-conf", help="A Pulsar broker.conf to read load-balancer keys from")
+    p.add_argument(
+        "--broker-conf",
+        type=argtypes.readable_text_file,
+        help="A Pulsar broker.conf to read load-balancer keys from",
+    )
     p.add_argument("--no-history", action="store_true", help="Do not append Parquet history")
     p.add_argument(
         "--session-timeout",
-        type=float,
+        type=argtypes.positive_float,
         help="ZooKeeper session timeout in seconds: how long a dead leader keeps its node before a "
         "follower takes over (LOADMGR_ZK_SESSION_TIMEOUT_S, default 10)",
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from balancer.sim.engine import PAIRS, pair_named, simulate
 from balancer.sim.metrics import quality, rate_ratio
+from service.commands import argtypes
 from service.commands.scenario_files import load_scenario, scenario_names
 
 
@@ -21,8 +22,10 @@ def register(sub: Any) -> None:
         help=f"pair label ({', '.join(PAIRS)}) or SHEDDER+PLACEMENT",
     )
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--scale", type=float, default=1.0, help="multiply broker counts (small versions)")
-    p.add_argument("--cycles", type=int, help="override the scenario's number of cycles")
+    p.add_argument(
+        "--scale", type=argtypes.positive_float, default=1.0, help="multiply broker counts (small versions)"
+    )
+    p.add_argument("--cycles", type=argtypes.positive_int, help="override the scenario's number of cycles")
     p.add_argument("--out", help="write the JSON here instead of stdout")
     p.add_argument("--series", action="store_true", help="include per-cycle utilisation min/mean/max")
     p.add_argument("--list", action="store_true", help="list scenarios and strategy pairs")

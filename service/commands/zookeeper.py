@@ -7,10 +7,12 @@ import signal
 import threading
 from typing import Any
 
+from service.commands import argtypes
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("zookeeper", help="Run an embedded ZooKeeper until Ctrl-C")
-    p.add_argument("--port", type=int, help="Client port (default: a free one)")
+    p.add_argument("--port", type=argtypes.port, help="Client port (default: a free one)")
     p.add_argument("--data-dir", help="Data directory (default: a private temporary one)")
     p.add_argument(
         "--heap-mb",

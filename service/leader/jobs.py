@@ -38,6 +38,7 @@ from service.leader.executors import Executor, ZkExecutor
 from service.leader.load_view import LoadView, Snapshot
 from service.zookeeper import paths as P
 from service.zookeeper.batch import Op, commit_batches
+from service.zookeeper.records import parse_assignment
 from service.zookeeper.store import Assignment, ZkStore
 
 if TYPE_CHECKING:
@@ -218,12 +219,15 @@ class LeaderJobs:
         ops: list[Op] = []
         planned: dict[str, tuple[Explanation, str | None, str]] = {}
         clock = now_ms()
+        # Bundle data comes from the watch cache even on a non-sampling refresh (see LoadView.refresh).
+        stored, versions = snap.stored_bundle_data, snap.bundle_data_versions
         for bundle in sorted(live):
             if bundle in snap.owners:
                 continue
             a = snap.assignments.get(bundle)
             if a is not None and a.value.broker in snap.brokers:
                 continue  # the assigned broker has not taken it yet
+            new_to_view = bundle not in self.view.load.bundle_data
             decision = assign_bundle(
                 bundle,
                 self.view.load,
@@ -231,8 +235,10 @@ class LeaderJobs:
                 placement,
                 self.view.ctx,
                 self.rng,
-                stored_bundle_data=snap.stored_bundle_data.get(bundle),
+                stored_bundle_data=stored.get(bundle),
             )
+            if new_to_view and bundle in self.view.load.bundle_data:
+                self.view.seeded(bundle, versions.get(bundle))
             if decision.broker is None:
                 continue
             why = explain(
@@ -251,7 +257,19 @@ class LeaderJobs:
             return 0
         # Compare-and-set on each assignment: one that changed since the snapshot lost a race.
         result = commit_batches(self.store, ops, self.assigner.current_fence())
-        for op, version in result.done:
+        done = list(result.done)
+        # The leader is the only writer of assignments: a node it could not create is either a lost
+        # race (left alone) or a malformed node the view skips (replaced at its version, or the
+        # bundle would stay unowned for ever).
+        poisoned = [
+            Op("set", op.path, op.data, bad, op.key)
+            for op, _ in result.refused
+            if op.kind == "create"
+            and (bad := self.store.malformed_version(op.path, parse_assignment)) is not None
+        ]
+        if poisoned and self.is_leader():
+            done += commit_batches(self.store, poisoned, self.assigner.current_fence()).done
+        for op, version in done:
             why, source, broker = planned[op.key]
             self.view.wrote_assignment(op.key, op.data, version)
             self._record("placement", why, bundle=op.key, source=source, destination=broker)
@@ -262,7 +280,7 @@ class LeaderJobs:
                 result.refused[0][1],
                 result.refused[0][0].key,
             )
-        return len(result.done)
+        return len(done)
 
     # ---- bundle data and time averages ---------------------------------------------------------------
     def write_bundle_data(
@@ -315,7 +333,12 @@ class LeaderJobs:
             else Op.create(P.time_average_path(b), d.time_average_data.to_json_dict(), b)
             for b, d in self.view.load.broker_data.items()
         ]
-        ops += [Op.delete(P.time_average_path(b), -1, b) for b in existing if b not in snap.brokers]
+        gone = [b for b in existing if b not in snap.brokers]
+        if gone:
+            # A broker that registered after the snapshot has a fresh node here too: only a broker
+            # gone from both the snapshot and the registrations read now loses its time average.
+            registered = set(self.store.broker_ids())
+            ops += [Op.delete(P.time_average_path(b), -1, b) for b in gone if b not in registered]
         commit_batches(self.store, ops, fence)
 
     # ---- split -------------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ class Snapshot:
     owners: dict[str, Owner]
     assignments: dict[str, Versioned[Assignment]]
     stored_bundle_data: dict[str, BundleData] = field(default_factory=dict)
+    sampled: bool = False  # this refresh took a bundle-data sample
     new_brokers: set[str] = field(default_factory=set)
     dead_brokers: set[str] = field(default_factory=set)
     bundle_data_versions: dict[str, int] = field(default_factory=dict)  # every node, malformed too
@@ -216,6 +217,11 @@ class LoadView:
             with self.cache.lock:
                 self.cache.bundle_data.note_written(bundle, data.model_copy(deep=True), version)
 
+    def seeded(self, bundle: str, version: int | None) -> None:
+        """``bundle`` entered ``load.bundle_data`` from its stored node at ``version`` (None: no node):
+        the next refresh must see that node as already known, not as another writer's change."""
+        self.bundle_data_versions[bundle] = -1 if version is None else version
+
     def forget(self, bundle: str) -> None:
         """Drop a bundle (e.g. a split parent): if it comes back it is seeded again from the store."""
         self.load.bundle_data.pop(bundle, None)
@@ -228,7 +234,10 @@ class LoadView:
         strategies: tuple[LoadSheddingStrategy, PlacementStrategy],
         sample: bool = True,
     ) -> Snapshot:
-        snap = self.snapshot(store, now_ms, bundle_data=sample)
+        # Bundle data comes from the watch cache, so even a refresh that takes no sample has it: the
+        # first reconcile after a failover places orphans with their history, not with defaults.
+        snap = self.snapshot(store, now_ms, bundle_data=True)
+        snap.sampled = sample
         brokers = snap.brokers
         current = set(brokers)
         snap.new_brokers = current - self.known_brokers
@@ -251,10 +260,7 @@ class LoadView:
             snap.dropped_bundles = update_bundle_data(self.load, now_ms, snap.stored_bundle_data, snap.quotas)
             for bundle in self.load.bundle_data.keys() - held:  # first sight: seeded from this read
                 version = snap.bundle_data_versions.get(bundle)
-                if version is None:
-                    self.bundle_data_versions.pop(bundle, None)
-                else:
-                    self.bundle_data_versions[bundle] = version
+                self.bundle_data_versions[bundle] = -1 if version is None else version
             for bundle in snap.dropped_bundles:
                 self.bundle_data_versions.pop(bundle, None)
         self.ctx.available_brokers = sorted(current)
@@ -271,15 +277,21 @@ class LoadView:
         for bundle, data in self.load.bundle_data.items():
             version = node_versions.get(bundle)
             if version is None:
-                versions.pop(bundle, None)  # node deleted: the next write creates it again
+                versions[bundle] = -1  # node deleted: the next write creates it again
                 continue
-            if versions.get(bundle) == version:
+            known = versions.get(bundle)
+            if known == version:
                 continue
             versions[bundle] = version
             value = snap.stored_bundle_data.get(bundle)
-            if value is not None:  # a malformed node has nothing to adopt; the next write repairs it
-                data.long_term_data = value.long_term_data.model_copy(deep=True)
-                adopted.append(bundle)
+            if value is None:  # a malformed node has nothing to adopt; the next write repairs it
+                continue
+            data.long_term_data = value.long_term_data.model_copy(deep=True)
+            if known is None:
+                # Held without ever having seen its node (placed before the node was read, e.g. by
+                # the first reconcile after a failover): a first sight, not another writer's change.
+                continue
+            adopted.append(bundle)
         if adopted:
             self.adopted_long_term_total += len(adopted)
             log.info(

@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+# The label values of ``malformed_node``: re-exported so the API layer need not reach into zookeeper/.
+from service.zookeeper.validate import PATH_KINDS
+
+# The leader's jobs, the label values of ``job_failed`` (service.leader.schedule runs them).
+JOB_NAMES = ("shedding", "reconcile", "bundle-data", "split")
+
+__all__ = ["JOB_NAMES", "PATH_KINDS", "MetricsSink", "NoMetrics"]
+
 if TYPE_CHECKING:
     from service.leader.cluster_view import ClusterView
 
@@ -21,7 +29,8 @@ class MetricsSink(Protocol):
     def auto_splits(self, bundles: int) -> None: ...
     def leader_changed(self, is_leader: bool) -> None: ...
     def zk_error(self, kind: str) -> None: ...
-    def malformed_report(self, broker: str) -> None: ...
+    def malformed_node(self, kind: str) -> None: ...
+    def job_failed(self, job: str) -> None: ...
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None: ...
 
 
@@ -49,7 +58,10 @@ class NoMetrics:
     def zk_error(self, kind: str) -> None:
         pass
 
-    def malformed_report(self, broker: str) -> None:
+    def malformed_node(self, kind: str) -> None:
+        pass
+
+    def job_failed(self, job: str) -> None:
         pass
 
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None:

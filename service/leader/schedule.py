@@ -23,8 +23,9 @@ from typing import Any
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from balancer.config import LoadBalancerConfig
+from service.leader.metrics_sink import JOB_NAMES
 
-JOB_NAMES = ("shedding", "reconcile", "bundle-data", "split")
+__all__ = ["JOB_NAMES", "LeaderSchedule", "job_intervals"]
 
 # APScheduler logs two INFO lines per job run ("Running job", "executed successfully"); four jobs
 # every few seconds bury the service's own log. Its warnings (missed runs, job errors) still show.

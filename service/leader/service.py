@@ -37,14 +37,16 @@ from service.leader.identity import LeaderIdentity
 from service.leader.jobs import LeaderJobs, now_ms
 from service.leader.load_view import LoadView
 from service.leader.metrics_sink import MetricsSink, NoMetrics
-from service.leader.schedule import LeaderSchedule
+from service.leader.schedule import LeaderSchedule, job_intervals
 from service.settings import Settings
-from service.zookeeper import paths as P
 from service.zookeeper.namespaces import NamespaceAdmin
 from service.zookeeper.security import ZkSecurity
 from service.zookeeper.store import ZkStore
+from service.zookeeper.validate import path_kind
 
 log = logging.getLogger(__name__)
+JOB_FAILURES_NOT_READY = 3  # one failure can be a ZooKeeper blip; three in a row is a stuck job
+STALE_VIEW_INTERVALS = 3
 
 
 def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
@@ -113,6 +115,13 @@ class LoadManagerService:
         )
         self._schedule = LeaderSchedule()
         self._started = False
+        # Readiness: failures in a row per job, all failures per job, and when a shedding cycle last
+        # completed (monotonic seconds) or leadership began.
+        self._consecutive_failures: dict[str, int] = {}
+        self.job_failures: dict[str, int] = {}
+        self._last_cycle_ok: float | None = None
+        self._leading_since: float | None = None
+        self._published: tuple[dict[str, Any], dict[str, int]] = ({}, {})
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -135,8 +144,32 @@ class LoadManagerService:
         self.store.stop()
 
     def ready(self) -> bool:
-        """Started and connected to ZooKeeper."""
-        return self._started and self.store.connected
+        """Started, connected to ZooKeeper and, while leading, actually doing the leader's work."""
+        return not self.not_ready_reasons()
+
+    def not_ready_reasons(self) -> list[str]:
+        """Why this instance is not ready (empty: ready).
+
+        Connected is not enough: a leader whose jobs fail every run, or whose view has not been
+        refreshed for several intervals, balances nothing while looking healthy. So a leader is not
+        ready after ``JOB_FAILURES_NOT_READY`` consecutive failures of one job or when its last
+        successful shedding cycle is older than ``STALE_VIEW_INTERVALS`` shedding intervals."""
+        if not self._started:
+            return ["not started"]
+        if not self.store.connected:
+            return ["not connected to ZooKeeper"]
+        if not self.is_leader():
+            return []
+        reasons = [
+            f"{job} job failed {n} times in a row"
+            for job, n in sorted(self._consecutive_failures.items())
+            if n >= JOB_FAILURES_NOT_READY
+        ]
+        interval_s = job_intervals(self._config)["shedding"]
+        since = self._leading_since if self._last_cycle_ok is None else self._last_cycle_ok
+        if since is not None and time.monotonic() - since > STALE_VIEW_INTERVALS * interval_s + 5.0:
+            reasons.append(f"no successful shedding cycle for {time.monotonic() - since:.0f} s")
+        return reasons
 
     def is_leader(self) -> bool:
         return self.election.is_leader()
@@ -153,18 +186,27 @@ class LoadManagerService:
         return self._config
 
     def update_config(self, updates: Mapping[str, Any], principal: str | None = None) -> LoadBalancerConfig:
-        """Apply dynamic keys (ConfigError for unknown or static ones); strategies and jobs follow."""
+        """Apply dynamic keys (ConfigError for unknown, static or out-of-range ones); strategies and
+        jobs follow. All or nothing: if anything fails, the old configuration stays in force."""
         with self._lock:
             old = self._config
             new = old.with_updates(dict(updates), dynamic_only=True)
+            strategies = (self._shedder, self._placement)
             if (new.loadBalancerLoadSheddingStrategy, new.loadBalancerLoadPlacementStrategy) != (
                 old.loadBalancerLoadSheddingStrategy,
                 old.loadBalancerLoadPlacementStrategy,
             ):
-                self._shedder, self._placement = make_strategies(new)
+                strategies = make_strategies(new)  # an unknown strategy raises before anything changed
             self._config = new
-            if self._started:
-                self._schedule_jobs()
+            try:
+                if self._started:
+                    self._schedule_jobs()
+            except Exception:
+                self._config = old
+                if self._started:
+                    self._schedule_jobs()
+                raise
+            self._shedder, self._placement = strategies
             why = explain(
                 "config_update",
                 f"dynamic configuration changed: {', '.join(sorted(updates))}",
@@ -203,15 +245,39 @@ class LoadManagerService:
             except ServiceError as e:
                 log.warning("%s job: %s", name, e)
                 self.metrics.zk_error(type(e).__name__)
+                self._job_failed(name)
             except Exception:
                 log.exception("%s job failed", name)
+                self._job_failed(name)
+            else:
+                self._consecutive_failures[name] = 0
+                if name == "shedding":
+                    self._last_cycle_ok = time.monotonic()
+            self._publish_leader_state()
         if name == "shedding":
             with contextlib.suppress(ServiceError):
                 self._publish_view()
 
+    def _publish_leader_state(self) -> None:
+        """Copies of what the API shows from the leader's memory, taken under the lock (cheap), so
+        readers never wait for a running job: under a flood of nodes one job can take seconds."""
+        self._published = (
+            dict(self._loadview.load.bundle_data),
+            dict(self._loadview.load.recently_unloaded_bundles),
+        )
+
+    def _job_failed(self, name: str) -> None:
+        self._consecutive_failures[name] = self._consecutive_failures.get(name, 0) + 1
+        self.job_failures[name] = self.job_failures.get(name, 0) + 1
+        self.metrics.job_failed(name)
+
     def _on_elected(self) -> None:
         with self._lock:
             self._loadview.reset()  # a new term starts from a full re-read
+            self._publish_leader_state()
+            self._consecutive_failures = {}
+            self._last_cycle_ok = None
+            self._leading_since = time.monotonic()
         self._schedule.resume(self._config)
         self.metrics.leader_changed(True)
 
@@ -228,8 +294,7 @@ class LoadManagerService:
             self.metrics.zk_error(state.lower())
 
     def _on_malformed(self, path: str, reason: str) -> None:
-        if path.startswith(P.BROKERS + "/"):
-            self.metrics.malformed_report(path[len(P.BROKERS) + 1 :])
+        self.metrics.malformed_node(path_kind(path))
 
     def _record_adoption(self, bundles: list[str]) -> None:
         # Another writer's numbers now drive placement: operators should see that next to the decisions.
@@ -258,19 +323,10 @@ class LoadManagerService:
         """The cluster as the watch cache has it (one cheap sync), never a full read of ZooKeeper."""
         leader = self.is_leader()
         snap = self._loadview.snapshot(self.store, now_ms(), bundle_data=not leader)
-        previous = self._view_cache
-        # A running job holds the service lock for seconds at 100k bundles: do not wait behind it,
-        # show the leader's bundle data as of the last view instead.
-        if self._lock.acquire(blocking=False):
-            try:
-                bundle_data = dict(self._loadview.load.bundle_data) if leader else {}
-                recent = dict(self._loadview.load.recently_unloaded_bundles)
-            finally:
-                self._lock.release()
-        elif previous is not None:
-            bundle_data, recent = previous.bundle_data, previous.recently_unloaded
-        else:
-            bundle_data, recent = {}, {}
+        # Jobs publish the leader's bundle data after each run: a job holding the service lock for
+        # seconds at 100k bundles never makes a REST read wait.
+        published, recent = self._published
+        bundle_data = dict(published) if leader else {}
         v = ClusterView(
             time_ms=now_ms(),
             leader=self.leader_info(),
@@ -357,6 +413,7 @@ class LoadManagerService:
             )
             self.executor.unload(bundle, source, destination, why.reason)
             self._loadview.load.recently_unloaded_bundles[bundle] = now
+            self._publish_leader_state()
             self.metrics.unloaded(why.reason)
             return self.jobs._record(
                 "manual", why, bundle=bundle, source=source, destination=destination, principal=principal
@@ -386,7 +443,7 @@ class LoadManagerService:
                 algorithm=algorithm,
                 principal=principal,
             )
-            return self.jobs.split(
+            record = self.jobs.split(
                 bundle,
                 algorithm,
                 positions,
@@ -396,6 +453,8 @@ class LoadManagerService:
                 unload=unload,
                 strategies=(self._shedder, self._placement),
             )
+            self._publish_leader_state()
+            return record
 
     def lookup(self, topic: str, assign: bool = True, principal: str | None = None) -> str:
         """The broker serving ``topic``'s bundle; an unowned bundle is assigned through placement first.

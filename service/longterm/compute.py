@@ -266,7 +266,9 @@ def compute_capacity(
         df = read_range(spark, uri, "brokers", start_ms, end_ms)
     except EmptyHistory:
         return [], 0
-    cpu = F.col("cpu_usage") / F.col("cpu_limit") * 100.0
+    # Divided only where the limit is positive: Pulsar's default limit is 0 ({0,0} before the first
+    # sample), and under ANSI mode a division by zero fails the whole job, not just the row.
+    cpu = F.when(F.col("cpu_limit") > 0, F.col("cpu_usage") / F.col("cpu_limit") * 100.0)
     rate = F.col("msg_rate_in") + F.col("msg_rate_out")
     tput = F.col("msg_throughput_in") + F.col("msg_throughput_out")
     ok = (
@@ -276,7 +278,11 @@ def compute_capacity(
         & (F.col("time") >= 0)
     )
     ok = ok & good_number(F.col("cpu_limit")) & (F.col("cpu_limit") > 0)
-    for c in (F.col("cpu_usage"), rate, tput):
+    # Each field on its own, before any sum: msg_rate_in -5 plus a large msg_rate_out is a good sum
+    # and a bad row. The sums are checked too (two finite values can overflow to Infinity).
+    for name in ("cpu_usage", "msg_rate_in", "msg_rate_out", "msg_throughput_in", "msg_throughput_out"):
+        ok = ok & good_number(F.col(name))
+    for c in (cpu, rate, tput):
         ok = ok & good_number(c)
     df = df.select(
         "broker",

@@ -3,12 +3,16 @@
 Reads a time range of the history (:mod:`service.longterm.input`), computes per-bundle long-term traffic
 and per-broker capacity (:mod:`service.longterm.compute`), writes the results to Parquet and, unless
 ``--dry-run``, merges ``longTermData`` into ZooKeeper (:mod:`service.longterm.merge`). Every step logs
-its counts and time. Exit codes: 0 done, 2 bad arguments, 3 empty or missing history, 4 ZooKeeper.
+its counts and time. Exit codes: 0 done, 2 bad arguments, 3 empty or missing history, 4 ZooKeeper
+(unreachable, or it refused a write: the merge stops there and is resumable, see
+:mod:`service.longterm.merge`), 5 the history could not be read. Each failure is one line on stderr.
+Corrupt Parquet files in the range are skipped (Spark logs each one), not fatal.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import time
@@ -26,6 +30,7 @@ from balancer.longterm import BundleLongTerm, long_term_message_data
 from balancer.models import TimeAverageMessageData
 from service.longterm.compute import compute_bundles, compute_capacity
 from service.longterm.input import VALUES, CycleManifest, EmptyHistory, build_spark, read_range
+from service.zookeeper.hosts import check_hosts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("loadmgr.longterm")
 
-EXIT_OK, EXIT_BAD_ARGS, EXIT_EMPTY, EXIT_ZK = 0, 2, 3, 4
+EXIT_OK, EXIT_BAD_ARGS, EXIT_EMPTY, EXIT_ZK, EXIT_INPUT = 0, 2, 3, 4, 5
 MODES = ("pulsar", "mean", "p95")
 
 
@@ -79,6 +84,8 @@ def run(
         (progress or (lambda m: print(m, file=sys.stderr, flush=True)))(line)
 
     spark = spark or build_spark(options.master)
+    # One damaged file must not stop the nightly job; Spark logs each file it skips.
+    spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
     raw = read_range(spark, options.history, "bundles", options.start_ms, options.end_ms)
     manifest = CycleManifest(options.history, options.start_ms, options.end_ms)
     with_p95 = options.p95 or options.mode == "p95"
@@ -181,8 +188,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> JobOptions:
+    """Every argument checked before Spark starts: a bad one costs no computation."""
     if not args.dry_run and not args.zk:
         raise InvalidInput("--zk", None, "needed unless --dry-run")
+    if args.zk:
+        try:
+            check_hosts(args.zk)
+        except ValueError as e:
+            raise InvalidInput("--zk", args.zk, str(e)) from None
+    if args.chroot and (not args.chroot.startswith("/") or args.chroot.endswith("/")):
+        raise InvalidInput("--chroot", args.chroot, "expected a ZooKeeper path such as /pulsar")
+    if args.out:
+        local = args.out[len("file://") :] if args.out.startswith("file://") else args.out
+        if "://" not in local and Path(local).exists() and not Path(local).is_dir():
+            raise InvalidInput("--out", args.out, "is an existing file; results are a directory")
     return JobOptions(
         history=args.history,
         start_ms=parse_time(args.start, "--from"),
@@ -201,6 +220,15 @@ def execute(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     """Run from parsed arguments; prints one-line errors and returns the exit code."""
     try:
         options = options_from_args(args)
+    except InvalidInput as e:
+        print(f"loadmgr longterm: {e}", file=sys.stderr)
+        return EXIT_BAD_ARGS
+    if not options.dry_run and options.zk:
+        problem = zookeeper_problem(options)  # before hours of computation, not after
+        if problem is not None:
+            print(f"loadmgr longterm: {problem}; nothing computed", file=sys.stderr)
+            return EXIT_ZK
+    try:
         result = run(options, spark)
     except InvalidInput as e:
         print(f"loadmgr longterm: {e}", file=sys.stderr)
@@ -208,6 +236,10 @@ def execute(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     except EmptyHistory as e:
         print(f"loadmgr longterm: {e} (range {args.start} .. {args.end}); nothing to do", file=sys.stderr)
         return EXIT_EMPTY
+    except Exception as e:  # Spark's read and write errors arrive as Py4J/Analysis exceptions
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        print(f"loadmgr longterm: the history or --out could not be used: {first}", file=sys.stderr)
+        return EXIT_INPUT
     if options.dry_run or not options.zk:
         print(
             f"loadmgr longterm: dry run, {len(result.long_term)} bundles computed, ZooKeeper untouched",
@@ -217,8 +249,34 @@ def execute(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
     return merge_into_zookeeper(options, result)
 
 
+def zookeeper_problem(options: JobOptions) -> str | None:
+    """Why the merge could not even start (None: ZooKeeper answers and the bundle-data root is readable)."""
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import KazooException, NoNodeError
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    hosts = f"{options.zk}{options.chroot or ''}"
+    try:
+        client = KazooClient(hosts=hosts, timeout=15.0)
+    except ValueError as e:
+        return f"ZooKeeper connection string {hosts!r}: {e}"
+    try:
+        client.start(timeout=8.0)
+        with contextlib.suppress(NoNodeError):
+            client.get_children("/loadbalance/bundle-data")
+    except KazooTimeoutError:
+        return f"ZooKeeper at {hosts} did not answer"
+    except KazooException as e:
+        return f"ZooKeeper at {hosts} refused: {type(e).__name__}"
+    finally:
+        client.stop()
+        client.close()
+    return None
+
+
 def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
     from kazoo.client import KazooClient
+    from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
     from service.longterm.merge import merge_long_term
@@ -237,14 +295,24 @@ def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
     client = KazooClient(hosts=hosts, timeout=15.0, **security.kazoo_kwargs())
     try:
         client.start(timeout=15.0)
-    except KazooTimeoutError:
-        print(f"loadmgr longterm: ZooKeeper at {hosts} did not answer; results not merged", file=sys.stderr)
+    except (KazooTimeoutError, KazooException) as e:
+        print(
+            f"loadmgr longterm: ZooKeeper at {hosts}: {type(e).__name__}; results not merged", file=sys.stderr
+        )
         return EXIT_ZK
     try:
         report = merge_long_term(client, result.long_term, result.live_bundles)
     finally:
         client.stop()
         client.close()
+    if report.stopped is not None:
+        print(
+            f"loadmgr longterm: ZooKeeper stopped the merge after {report.done} of {len(result.long_term)}"
+            f" bundles ({report.stopped}); each bundle is one compare-and-set write, so rerunning the job"
+            " for the same range completes it",
+            file=sys.stderr,
+        )
+        return EXIT_ZK
     print(
         f"[longterm] zookeeper: {report.updated} updated, {report.created} created, {report.skipped} skipped,"
         f" {report.conflicts_retried} retried conflicts in {time.monotonic() - started:.1f} s",

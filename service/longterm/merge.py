@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 
 from balancer.bundles import split_bundle_name
 from balancer.errors import InvalidInput
 from balancer.explain import Explanation, explain
 from balancer.models import BundleData, TimeAverageMessageData
+from service.zookeeper.validate import BadNode, decode
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,11 @@ class MergeReport:
     skipped: int = 0
     conflicts_retried: int = 0
     outcomes: list[Explanation] = field(default_factory=list)
+    stopped: str | None = None  # why ZooKeeper ended the merge early (NoAuth, connection lost), if it did
+
+    @property
+    def done(self) -> int:
+        return self.updated + self.created + self.skipped
 
 
 def merge_long_term(
@@ -61,7 +67,15 @@ def merge_long_term(
     """Write each bundle's ``longTermData``; ``live_bundles`` are those allowed to get a new node."""
     report = MergeReport()
     for bundle in sorted(long_term):
-        outcome = _merge_one(client, bundle, long_term[bundle], bundle in live_bundles, max_attempts, report)
+        try:
+            outcome = _merge_one(
+                client, bundle, long_term[bundle], bundle in live_bundles, max_attempts, report
+            )
+        except KazooException as e:
+            # NoAuth, a lost connection: every later write would fail the same way. Stop with what is
+            # done; each write replaced one whole node, so a rerun of the same range finishes the rest.
+            report.stopped = f"{type(e).__name__} at {bundle}"
+            break
         report.outcomes.append(outcome)
     return report
 
@@ -103,8 +117,8 @@ def _merge_one(
             report.created += 1
             return explain("created", "new node with default short-term data", bundle, **numbers)
         try:
-            parsed: Any = json.loads(raw.decode("utf-8")) if raw else None
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            parsed: Any = decode(raw)  # size and depth checked first: a poison node cannot stop the merge
+        except BadNode:
             parsed = None
         if not isinstance(parsed, dict):
             report.skipped += 1

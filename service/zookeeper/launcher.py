@@ -34,7 +34,7 @@ from service.zookeeper.java import (
     find_zookeeper_jars,
     java_version,
 )
-from service.zookeeper.process import die_with_parent_prefix, four_letter_word, free_port
+from service.zookeeper.process import die_with_parent_prefix, four_letter_word, free_port, port_in_use
 
 __all__ = [
     "MIN_JAVA_VERSION",
@@ -192,6 +192,10 @@ class EmbeddedZooKeeper:
                 f"{java} is Java {version}; the embedded ZooKeeper needs Java "
                 f"{MIN_JAVA_VERSION}+. {JAVA_INSTALL_HINT}"
             )
+        if self._fixed_port is not None and port_in_use(self._fixed_port):
+            # Checked before launching: the readiness probe would otherwise be answered by the other
+            # server on that port and report ours as serving, just before ours fails to bind.
+            raise ZooKeeperLaunchError(f"port {self._fixed_port} on 127.0.0.1 is already in use")
         deadline = time.monotonic() + timeout
         classpath = self._classpath
         attempts = 0

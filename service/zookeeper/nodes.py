@@ -2,7 +2,9 @@
 
 Everything kazoo raises is translated here: connection problems become
 :class:`~service.errors.StoreUnavailable`, lost races :class:`~service.errors.StaleWrite`.
-A node that does not parse is skipped, logged and counted (``malformed``), never fatal.
+Every node's bytes pass :mod:`service.zookeeper.validate` (size, depth, finite numbers) before they
+are parsed; a node that fails, or whose JSON does not make the record, is skipped, logged once per
+version and counted by path kind (``malformed_log``), never fatal.
 Pulsar's records on top of this live in :mod:`service.zookeeper.store`.
 """
 
@@ -37,6 +39,7 @@ from balancer.errors import InvalidInput
 from service.errors import StaleWrite, StoreUnavailable, ZkAccessDenied
 from service.zookeeper import paths as P
 from service.zookeeper.security import ZkSecurity
+from service.zookeeper.validate import BadNode, MalformedLog, decode, path_kind
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -123,7 +126,8 @@ class Fenced:
 class JsonZk:
     """Kazoo session plus JSON nodes. ``start()`` connects and creates the base paths; ``stop()`` closes.
 
-    ``on_malformed(path, reason)`` is called for every node skipped because it did not parse.
+    ``on_malformed(path, reason)`` is called once per version of every node skipped because it did
+    not parse (re-reading the same bad version is silent).
     """
 
     def __init__(
@@ -141,7 +145,7 @@ class JsonZk:
         self.security = security or ZkSecurity()
         self.client = KazooClient(hosts=self.hosts, timeout=session_timeout_s, **self.security.kazoo_kwargs())
         self.session_timeout_s = session_timeout_s
-        self.malformed: Counter[str] = Counter()
+        self.malformed_log = MalformedLog()
         self._on_malformed = on_malformed
         self._lock = threading.Lock()
 
@@ -235,6 +239,11 @@ class JsonZk:
         self.client.add_listener(listener)
 
     @property
+    def malformed(self) -> Counter[str]:
+        """Node path -> versions of it skipped as malformed."""
+        return self.malformed_log.by_path
+
+    @property
     def connected(self) -> bool:
         return bool(self.client.connected)
 
@@ -255,11 +264,15 @@ class JsonZk:
                 raw, stat = self.client.get(path)
             except NoNodeError:
                 return None
-        return self._json(path, raw, int(stat.version))
+        return self._json(path, raw, stat)
 
     def get_model(self, path: str, model: type[M]) -> Versioned[M] | None:
-        got = self.get_json(path)
-        return None if got is None else self._model(path, got, model)
+        with translated():
+            try:
+                raw, stat = self.client.get(path)
+            except NoNodeError:
+                return None
+        return self.parse_node(path, raw, stat, model.model_validate)
 
     def get_many(self, paths: Sequence[str]) -> dict[str, tuple[bytes, Any]]:
         """``(data, stat)`` of each existing node, with up to ``PIPELINE`` reads in flight at once.
@@ -282,7 +295,7 @@ class JsonZk:
         """:meth:`get_json` of many nodes, pipelined; absent and malformed nodes are left out."""
         out: dict[str, Versioned[Any]] = {}
         for path, (raw, stat) in self.get_many(paths).items():
-            got = self._json(path, raw, int(stat.version))
+            got = self._json(path, raw, stat)
             if got is not None:
                 out[path] = got
         return out
@@ -290,25 +303,44 @@ class JsonZk:
     def get_many_models(self, paths: Sequence[str], model: type[M]) -> dict[str, Versioned[M]]:
         """:meth:`get_model` of many nodes, pipelined; absent and malformed nodes are left out."""
         out: dict[str, Versioned[M]] = {}
-        for path, got in self.get_many_json(paths).items():
-            parsed = self._model(path, got, model)
+        for path, (raw, stat) in self.get_many(paths).items():
+            parsed = self.parse_node(path, raw, stat, model.model_validate)
             if parsed is not None:
                 out[path] = parsed
         return out
 
-    def _json(self, path: str, raw: bytes, version: int) -> Versioned[Any] | None:
-        try:
-            return Versioned(json.loads(raw.decode("utf-8")) if raw else None, version)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            self._malformed(path, f"not JSON: {e}")
-            return None
+    def _json(self, path: str, raw: bytes, stat: Any) -> Versioned[Any] | None:
+        """The node's validated JSON with its version; None (skipped, reported) if it is not acceptable.
 
-    def _model(self, path: str, got: Versioned[Any], model: type[M]) -> Versioned[M] | None:
-        try:
-            return Versioned(model.model_validate(got.value), got.version)
-        except ValidationError as e:
-            self._malformed(path, f"not a {model.__name__}: {e.errors()[0]['msg']}")
+        A version already found bad is skipped without parsing again, so a flood of bad nodes costs
+        one parse each, not one per read."""
+        zxid = _zxid(stat)
+        if self.malformed_log.known_bad(path, zxid):
             return None
+        try:
+            value = decode(raw)
+        except BadNode as e:
+            self._malformed(path, e.reason, zxid)
+            return None
+        return Versioned(value, int(stat.version))
+
+    def parse_node(self, path: str, raw: bytes, stat: Any, parse: Callable[[Any], V]) -> Versioned[V] | None:
+        """Validated JSON through ``parse``; any error ``parse`` raises (BadNode, pydantic's, a
+        ValueError from a record's own checks) skips the node as malformed."""
+        got = self._json(path, raw, stat)
+        if got is None:
+            return None
+        try:
+            return Versioned(parse(got.value), got.version)
+        except BadNode as e:
+            self._malformed(path, e.reason, _zxid(stat))
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err.get("loc", ())) or "(root)"
+            self._malformed(path, f"{where}: {err['msg']}", _zxid(stat))
+        except Exception as e:  # the boundary: nothing a node holds may escape as an exception
+            self._malformed(path, f"{type(e).__name__}: {str(e)[:200]}", _zxid(stat))
+        return None
 
     def put_json(self, path: str, obj: Any, version: int | None = None, ephemeral: bool = False) -> int:
         """Write ``obj``; with ``version`` a compare-and-set (``-1``: must not exist). Returns the version."""
@@ -351,23 +383,51 @@ class JsonZk:
     def walk_ranges(self, root: str) -> list[str]:
         """Relative names (``tenant/ns/0x…_0x…``) of every bundle-range node below ``root``."""
         out: list[str] = []
-        stack = [""]
-        while stack:
-            rel = stack.pop()
-            for child in self.children(P.join(root, rel) if rel else root):
-                name = f"{rel}/{child}" if rel else child
-                if P.is_range(child):
-                    out.append(name)
-                elif rel.count("/") < 3:  # tenant/ns or tenant/cluster/ns: never deeper
-                    stack.append(name)
+        level = [""]
+        while level:
+            # One level at a time with every listing of the level in flight: a tree of many tenants
+            # and namespaces (or an attacker's flood of them) costs one round trip per level.
+            listed = self._children_many([P.join(root, rel) if rel else root for rel in level])
+            deeper: list[str] = []
+            for rel, children in zip(level, listed, strict=True):
+                for child in children:
+                    name = f"{rel}/{child}" if rel else child
+                    if P.is_range(child):
+                        out.append(name)
+                    elif rel.count("/") < 3:  # tenant/ns or tenant/cluster/ns: never deeper
+                        deeper.append(name)
+            level = deeper
         return sorted(out)
+
+    def _children_many(self, paths: Sequence[str]) -> list[list[str]]:
+        """Children of each path (empty if absent), up to ``PIPELINE`` listings in flight."""
+        out: list[list[str]] = []
+        with translated():
+            for start in range(0, len(paths), PIPELINE):
+                pending = [self.client.get_children_async(p) for p in paths[start : start + PIPELINE]]
+                for result in pending:
+                    try:
+                        out.append(sorted(result.get(timeout=max(self.session_timeout_s, 1.0) * 2)))
+                    except NoNodeError:
+                        out.append([])
+        return out
 
     def fenced(self, fence: Versioned[str] | None) -> Fenced:
         return Fenced(self, fence)
 
-    def _malformed(self, path: str, reason: str) -> None:
-        with self._lock:
-            self.malformed[path] += 1
-        log.warning("skipping malformed node %s: %s", path, reason)
-        if self._on_malformed is not None:
+    def _malformed(self, path: str, reason: str, zxid: int = -1) -> None:
+        """Skip ``path``: logged and counted once per version (``zxid``; -1 when unknown)."""
+        if self.malformed_log.report(path, zxid, reason) and self._on_malformed is not None:
             self._on_malformed(path, reason)
+
+    @staticmethod
+    def kind_of(path: str) -> str:
+        return path_kind(path)
+
+
+def _zxid(stat: Any) -> int:
+    """The zxid of the node's last modification: names one version of one node, even across re-creation."""
+    try:
+        return int(stat.mzxid)
+    except (AttributeError, TypeError, ValueError):
+        return -1

@@ -19,6 +19,17 @@ def free_port() -> int:
         return port
 
 
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True if something listens on ``host:port`` already (SO_REUSEADDR: a TIME_WAIT does not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def four_letter_word(host: str, port: int, command: str, timeout: float = 2.0) -> str:
     """Send a ZooKeeper four-letter command (ruok, srvr, mntr...) and return the reply."""
     with socket.create_connection((host, port), timeout=timeout) as sock:

@@ -2,17 +2,18 @@
 
 The session, JSON nodes, compare-and-set and fencing are :mod:`service.zookeeper.nodes`'s; this module knows
 Pulsar's paths (:mod:`service.zookeeper.paths`) and the typed records stored under them.
+
+Every read goes through ``parse_node`` (:mod:`service.zookeeper.validate` first, then the record's own
+checks below), so a node's content can only ever make that node skipped, never raise to the caller.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kazoo.exceptions import NoNodeError
-from pydantic import BaseModel, ValidationError
 
 from balancer.bundles import NamespaceBundles
 from balancer.errors import InvalidInput
@@ -20,29 +21,26 @@ from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAver
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
 from service.zookeeper.nodes import Fenced, JsonZk, Versioned, json_bytes, translated
+from service.zookeeper.records import (
+    Assignment,
+    Owner,
+    parse_assignment,
+    parse_broker_report,
+    parse_bundle_data,
+    parse_layout,
+    parse_owner,
+    parse_quota,
+    report_size_warning,
+)
+from service.zookeeper.validate import BadNode
+
+# A broker's registration is ephemeral (its session's lifetime is its liveness); a persistent node
+# under /loadbalance/brokers belongs to no running broker and must never receive bundles.
+V = TypeVar("V")
+PHANTOM_REASON = "persistent node: a live broker registers an ephemeral one"
 
 log = logging.getLogger(__name__)
 __all__ = ["Assignment", "Fenced", "Owner", "Versioned", "ZkStore", "translated"]
-M = TypeVar("M", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class Owner:
-    """Who owns a bundle: the broker id, and the ZooKeeper session holding the ephemeral node."""
-
-    broker: str
-    session_id: int
-    version: int
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """The leader's intent for a bundle: which broker should own it, and why."""
-
-    broker: str
-    source: str | None
-    reason: str
-    time_ms: int
 
 
 class ZkStore(JsonZk):
@@ -51,6 +49,9 @@ class ZkStore(JsonZk):
     # ---- brokers ------------------------------------------------------------------------------
     def register_broker(self, broker_id: str, data: LocalBrokerData) -> None:
         """Create the broker's ephemeral node; fails with StaleWrite if another session holds it."""
+        if not broker_id or "/" in broker_id:
+            # A '/' would first create a persistent parent: a phantom broker nobody removes.
+            raise InvalidInput("broker_id", broker_id, "must be one node name (host:port), without '/'")
         path = P.broker_path(broker_id)
         existing = self._stat(path)
         if existing is not None and existing.ephemeralOwner == self.session_id:
@@ -73,61 +74,53 @@ class ZkStore(JsonZk):
         return self.children(P.BROKERS)
 
     def read_brokers(self) -> dict[str, LocalBrokerData]:
+        """Live brokers' reports, pipelined. Persistent nodes (phantoms) and bad reports are skipped."""
         out: dict[str, LocalBrokerData] = {}
-        for broker in self.broker_ids():
-            got = self.get_model(P.broker_path(broker), LocalBrokerData)
+        brokers = self.broker_ids()
+        nodes = self.get_many([P.broker_path(b) for b in brokers])
+        for broker in brokers:
+            path = P.broker_path(broker)
+            if path not in nodes:
+                continue
+            got = self.decode_broker(path, *nodes[path])
             if got is not None:
-                out[broker] = got.value
+                out[broker] = got
         return out
 
-    # ---- decoding one node (reads above and the leader's watch cache share these) -----------------
-    def decode_model(self, path: str, raw: bytes, stat: Any, model: type[M]) -> M | None:
-        got = self._json(path, raw, int(stat.version))
-        parsed = None if got is None else self._model(path, got, model)
-        return None if parsed is None else parsed.value
-
+    # ---- decoding one node: the reads here and the leader's watch cache share these ----------------
     def decode_broker(self, path: str, raw: bytes, stat: Any) -> LocalBrokerData | None:
-        return self.decode_model(path, raw, stat, LocalBrokerData)
+        if not getattr(stat, "ephemeralOwner", 0):
+            self._malformed(path, PHANTOM_REASON, int(getattr(stat, "mzxid", -1)))
+            return None
+        got = self.parse_node(path, raw, stat, parse_broker_report)
+        return None if got is None else got.value
 
     def decode_quota(self, path: str, raw: bytes, stat: Any) -> ResourceQuota | None:
-        return self.decode_model(path, raw, stat, ResourceQuota)
+        got = self.parse_node(path, raw, stat, parse_quota)
+        return None if got is None else got.value
 
     def decode_bundle_data(self, path: str, raw: bytes, stat: Any) -> BundleData | None:
-        return self._parse_bundle_data(path, raw)
+        got = self.parse_node(path, raw, stat, parse_bundle_data)
+        return None if got is None else got.value
 
     def decode_layout(self, path: str, raw: bytes, stat: Any) -> Versioned[NamespaceBundles] | None:
-        got = self._json(path, raw, int(stat.version))
-        return None if got is None else self._layout(path, got)
-
-    def _layout(self, path: str, got: Versioned[Any]) -> Versioned[NamespaceBundles] | None:
-        if not isinstance(got.value, dict) or "bundles" not in got.value:
-            return None
         namespace = path[len(P.LOCAL_POLICIES) + 1 :]
-        try:
-            layout = NamespaceBundles.from_policies(namespace, got.value["bundles"])
-        except (InvalidInput, AttributeError, TypeError) as e:
-            self._malformed(path, f"bad bundle layout: {e}")
-            return None
-        return Versioned(layout, got.version)
+        return self.parse_node(path, raw, stat, lambda doc: parse_layout(namespace, doc))
 
     def decode_owner(self, path: str, raw: bytes, stat: Any) -> Owner | None:
-        broker = _owner_broker(raw)
-        if broker is None:
-            self._malformed(path, "ownership data names no broker")
-            return None
-        return Owner(broker, int(stat.ephemeralOwner), int(stat.version))
+        got = self.parse_node(path, raw, stat, parse_owner)
+        return None if got is None else Owner(got.value, int(stat.ephemeralOwner), int(stat.version))
 
     def decode_assignment(self, path: str, raw: bytes, stat: Any) -> Versioned[Assignment] | None:
-        got = self._json(path, raw, int(stat.version))
-        return None if got is None else self._assignment(path, got)
+        return self.parse_node(path, raw, stat, parse_assignment)
 
-    def _assignment(self, path: str, got: Versioned[Any]) -> Versioned[Assignment] | None:
-        v = got.value
-        if not isinstance(v, dict) or not isinstance(v.get("broker"), str):
-            self._malformed(path, "assignment without a broker")
-            return None
-        a = Assignment(v["broker"], v.get("source"), str(v.get("reason", "")), int(v.get("time", 0)))
-        return Versioned(a, got.version)
+    def _get(self, path: str) -> tuple[bytes, Any] | None:
+        with translated():
+            try:
+                raw, stat = self.client.get(path)
+            except NoNodeError:
+                return None
+        return raw, stat
 
     def _stat(self, path: str) -> Any:
         with translated():
@@ -135,12 +128,7 @@ class ZkStore(JsonZk):
 
     # ---- bundle data, time averages, quotas -------------------------------------------------------
     def read_bundle_data(self) -> dict[str, BundleData]:
-        out: dict[str, BundleData] = {}
-        for bundle in self.walk_ranges(P.BUNDLE_DATA):
-            got = self.get_model(P.bundle_data_path(bundle), BundleData)
-            if got is not None:
-                out[bundle] = got.value
-        return out
+        return {b: got.value for b, got in self.read_bundle_data_versioned().items() if got.value is not None}
 
     def write_bundle_data(self, bundle: str, data: BundleData) -> None:
         self.put_json(P.bundle_data_path(bundle), data.to_json_dict())
@@ -155,17 +143,8 @@ class ZkStore(JsonZk):
             path = P.bundle_data_path(bundle)
             if path in nodes:
                 raw, stat = nodes[path]
-                out[bundle] = Versioned(self._parse_bundle_data(path, raw), int(stat.version))
+                out[bundle] = Versioned(self.decode_bundle_data(path, raw, stat), int(stat.version))
         return out
-
-    def _parse_bundle_data(self, path: str, raw: bytes) -> BundleData | None:
-        try:
-            return BundleData.model_validate(json.loads(raw.decode("utf-8")) if raw else None)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            self._malformed(path, f"not JSON: {e}")
-        except ValidationError as e:
-            self._malformed(path, f"not a BundleData: {e.errors()[0]['msg']}")
-        return None
 
     def write_bundle_data_cas(
         self, bundle: str, data: BundleData, version: int, fence: Versioned[str] | None = None
@@ -192,12 +171,9 @@ class ZkStore(JsonZk):
         self.put_json(P.time_average_path(broker_id), data.to_json_dict())
 
     def read_time_averages(self) -> dict[str, TimeAverageBrokerData]:
-        out: dict[str, TimeAverageBrokerData] = {}
-        for broker in self.children(P.TIME_AVERAGE):
-            got = self.get_model(P.time_average_path(broker), TimeAverageBrokerData)
-            if got is not None:
-                out[broker] = got.value
-        return out
+        brokers = self.children(P.TIME_AVERAGE)
+        got = self.get_many_models([P.time_average_path(b) for b in brokers], TimeAverageBrokerData)
+        return {b: got[P.time_average_path(b)].value for b in brokers if P.time_average_path(b) in got}
 
     def delete_time_average(self, broker_id: str) -> None:
         self.delete(P.time_average_path(broker_id))
@@ -214,8 +190,12 @@ class ZkStore(JsonZk):
                 P.quota_path,
             ),
         ):
-            got = self.get_many_models([path_of(b) for b in bundles], ResourceQuota)
-            out.update({b: got[path_of(b)].value for b in bundles if path_of(b) in got})
+            nodes = self.get_many([path_of(b) for b in bundles])
+            for b in bundles:
+                if path_of(b) in nodes:
+                    quota = self.decode_quota(path_of(b), *nodes[path_of(b)])
+                    if quota is not None:
+                        out[b] = quota
         return out
 
     def write_quota(self, bundle: str, quota: ResourceQuota) -> None:
@@ -223,20 +203,26 @@ class ZkStore(JsonZk):
 
     # ---- namespace layouts ------------------------------------------------------------------------
     def namespaces(self) -> list[str]:
-        out: list[str] = []
-        for tenant in self.children(P.LOCAL_POLICIES):
-            out.extend(f"{tenant}/{ns}" for ns in self.children(P.join(P.LOCAL_POLICIES, tenant)))
-        return sorted(out)
+        tenants = self.children(P.LOCAL_POLICIES)
+        listed = self._children_many([P.join(P.LOCAL_POLICIES, t) for t in tenants])
+        return sorted(f"{tenant}/{ns}" for tenant, names in zip(tenants, listed, strict=True) for ns in names)
 
     def read_layout(self, namespace: str) -> Versioned[NamespaceBundles] | None:
         path = P.policies_path(namespace)
-        got = self.get_json(path)
-        return None if got is None else self._layout(path, got)
+        got = self._get(path)
+        return None if got is None else self.decode_layout(path, *got)
 
     def read_layouts(self) -> dict[str, Versioned[NamespaceBundles]]:
-        out = {}
-        for ns in self.namespaces():
-            got = self.read_layout(ns)
+        """Every namespace's layout, pipelined; a node without a valid ``bundles`` member is skipped
+        as malformed (logged and counted), never silently."""
+        namespaces = self.namespaces()
+        nodes = self.get_many([P.policies_path(ns) for ns in namespaces])
+        out: dict[str, Versioned[NamespaceBundles]] = {}
+        for ns in namespaces:
+            path = P.policies_path(ns)
+            if path not in nodes:
+                continue
+            got = self.decode_layout(path, *nodes[path])
             if got is not None:
                 out[ns] = got
         return out
@@ -257,7 +243,7 @@ class ZkStore(JsonZk):
 
     def layout_doc(self, namespace: str, layout: NamespaceBundles) -> dict[str, Any]:
         """The policies document with ``bundles`` replaced, keeping any other member already there."""
-        got = self.get_json(P.policies_path(namespace))
+        got = self.get_json(P.policies_path(namespace))  # validated: a bad node yields a fresh document
         doc = dict(got.value) if got is not None and isinstance(got.value, dict) else {}
         doc["bundles"] = layout.to_policies()
         return doc
@@ -278,17 +264,13 @@ class ZkStore(JsonZk):
 
     def read_owner(self, bundle: str) -> Owner | None:
         path = P.ownership_path(bundle)
-        with translated():
-            try:
-                raw, stat = self.client.get(path)
-            except NoNodeError:
-                return None
-        return self.decode_owner(path, raw, stat)
+        got = self._get(path)
+        return None if got is None else self.decode_owner(path, *got)
 
     def read_assignment(self, bundle: str) -> Versioned[Assignment] | None:
         path = P.assignment_path(bundle)
-        got = self.get_json(path)
-        return None if got is None else self._assignment(path, got)
+        got = self._get(path)
+        return None if got is None else self.decode_assignment(path, *got)
 
     def acquire(self, bundle: str, broker_id: str, urls: dict[str, str]) -> bool:
         """Create this session's ephemeral ownership node; False if someone already owns the bundle.
@@ -297,7 +279,11 @@ class ZkStore(JsonZk):
         advertisedListeners). Pulsar derives the owner from httpUrl, so ``brokerId`` is added only
         when the web URL does not name ``broker_id`` (an agent given another --pulsar-url)."""
         doc: dict[str, Any] = {**urls, "disabled": False, "advertisedListeners": {}}
-        if _owner_broker(json.dumps(doc).encode()) != broker_id:
+        try:
+            named = parse_owner(doc)
+        except BadNode:
+            named = None
+        if named != broker_id:
             doc["brokerId"] = broker_id
         try:
             self.put_json(P.ownership_path(bundle), doc, version=-1, ephemeral=True)
@@ -316,16 +302,27 @@ class ZkStore(JsonZk):
         except StaleWrite:
             return False
 
+    def malformed_version(self, path: str, parse: Callable[[Any], Any]) -> int | None:
+        """The version of ``path`` if the node exists and ``parse`` refuses it (None otherwise): lets
+        the node's sole writer replace a poison node instead of failing to create beside it."""
+        with translated():
+            try:
+                raw, stat = self.client.get(path)
+            except NoNodeError:
+                return None
+        return None if self.parse_node(path, raw, stat, parse) is not None else int(stat.version)
+
     def read_assignments(self) -> dict[str, Versioned[Assignment]]:
         out: dict[str, Versioned[Assignment]] = {}
         bundles = self.walk_ranges(P.ASSIGNMENTS)
-        nodes = self.get_many_json([P.assignment_path(b) for b in bundles])
+        nodes = self.get_many([P.assignment_path(b) for b in bundles])
         for bundle in bundles:
             path = P.assignment_path(bundle)
-            got = nodes.get(path)
-            assignment = None if got is None else self._assignment(path, got)
-            if assignment is not None:
-                out[bundle] = assignment
+            if path not in nodes:
+                continue
+            got = self.decode_assignment(path, *nodes[path])
+            if got is not None:
+                out[bundle] = got
         return out
 
     @staticmethod
@@ -345,38 +342,15 @@ class ZkStore(JsonZk):
         got = self.get_json(P.WORKLOAD)
         return got.value if got is not None and isinstance(got.value, dict) else None
 
+    def read_workload_as(self, parse: Callable[[Any], V]) -> V | None:
+        """The workload through ``parse``; a node ``parse`` refuses is skipped as malformed (None)."""
+        with translated():
+            try:
+                raw, stat = self.client.get(P.WORKLOAD)
+            except NoNodeError:
+                return None
+        got = self.parse_node(P.WORKLOAD, raw, stat, parse)
+        return None if got is None else got.value
+
     def write_workload(self, scenario: dict[str, Any]) -> None:
         self.put_json(P.WORKLOAD, scenario)
-
-
-# ZooKeeper refuses a request larger than jute.maxbuffer (server default 0xfffff bytes). A broker
-# report carries every bundle's stats (~300 bytes each), so ~3,000 bundles on one broker reach it.
-JUTE_MAXBUFFER = 0xFFFFF
-REPORT_WARN_FRACTION = 0.8
-
-
-def report_size_warning(broker_id: str, size: int, bundles: int, limit: int = JUTE_MAXBUFFER) -> str | None:
-    """A warning when a broker report nears ``jute.maxbuffer`` (None while it is comfortably below)."""
-    if size < REPORT_WARN_FRACTION * limit:
-        return None
-    return (
-        f"load report of {broker_id} is {size} bytes for {bundles} bundle(s), "
-        f"{100 * size / limit:.0f}% of ZooKeeper's jute.maxbuffer ({limit} bytes): past it the report "
-        "cannot be written; raise jute.maxbuffer on servers and clients, or spread the bundles"
-    )
-
-
-def _owner_broker(raw: bytes) -> str | None:
-    """Our agents write ``brokerId``; a Pulsar broker only URLs, so fall back to the web URL's host:port."""
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(doc, dict):
-        return None
-    if isinstance(doc.get("brokerId"), str):
-        return str(doc["brokerId"])
-    url = doc.get("httpUrl") or doc.get("nativeUrl")
-    if isinstance(url, str) and "://" in url:
-        return url.split("://", 1)[1].rstrip("/")
-    return None

@@ -33,7 +33,7 @@ def exported() -> dict[str, set[str]]:
     m.split_done("TopicsOverThreshold")
     m.leader_changed(True)
     m.zk_error("ConnectionLoss")
-    m.malformed_report("b1")
+    m.malformed_node("brokers")
     out: dict[str, set[str]] = {}
     for fam in text_string_to_metric_families(m.render().decode()):
         for s in fam.samples:

@@ -145,8 +145,7 @@ class Cluster:
 
 
 def _scenario(store: ZkStore) -> Scenario | None:
-    doc = store.read_workload()
-    return None if doc is None else Scenario.parse(doc)
+    return store.read_workload_as(Scenario.parse)
 
 
 @pytest.fixture

@@ -84,7 +84,9 @@ def test_live_leader_adopts_merged_long_term_data_and_keeps_it(cluster: Cluster)
 
     # (a) the next sampling refresh adopts it: the leader's view and LoadData show the merged window.
     wait_for(lambda: _kept(svc.view().bundle_data[target].long_term_data), 15, what="adoption")
-    assert svc._loadview.adopted_long_term_total >= 1
+    # The view can show the merged node before the leader's next sampling refresh (a follower's view,
+    # or a leader between a resync and its next job, reads the store): wait for the refresh itself.
+    wait_for(lambda: svc._loadview.adopted_long_term_total >= 1, 15, what="the adoption counted")
     adoptions = svc.decisions(100, "adoption")
     assert adoptions and adoptions[0].bundle == target, adoptions
     assert adoptions[0].explanation["reason"] == "adopted-long-term-data"
@@ -141,9 +143,9 @@ def test_a_merge_racing_the_writer_is_not_overwritten_and_is_adopted_next(cluste
     store = cluster.admin
     (bundle,) = store.create_namespace(NS, 1).bundle_names
     stats = NamespaceBundleStats(msg_rate_in=100.0, msg_rate_out=100.0, msg_throughput_in=1e5, topics=3)
-    local = LocalBrokerData(cpu=ResourceUsage(usage=10.0, limit=100.0))
+    local = LocalBrokerData(web_service_url=f"http://{BROKER}", cpu=ResourceUsage(usage=10.0, limit=100.0))
     local.update(local.usages(), {bundle: stats})
-    store.put_json(P.broker_path(BROKER), local.to_json_dict())
+    store.put_json(P.broker_path(BROKER), local.to_json_dict(), ephemeral=True)
     view = LoadView()
     jobs = _jobs(store, view)
     shedder, placement = make_strategies(config)

@@ -8,6 +8,7 @@ import json
 import math
 import random
 import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from kazoo.client import KazooClient
+from kazoo.security import OPEN_ACL_UNSAFE, make_digest_acl
 
 from balancer.longterm import (
     BrokerSample,
@@ -26,16 +28,27 @@ from balancer.longterm import (
     is_valid_bundle_sample,
     long_term_by_bundle,
 )
-from balancer.models import BrokerData, LoadData, LocalBrokerData, NamespaceBundleStats, ResourceUsage
-from service.longterm.history import BUNDLE_SCHEMA, HistorySink, partition_of
+from balancer.models import (
+    BrokerData,
+    LoadData,
+    LocalBrokerData,
+    NamespaceBundleStats,
+    ResourceUsage,
+    TimeAverageMessageData,
+)
+from service.longterm.compute import compute_capacity
+from service.longterm.history import BROKER_SCHEMA, BUNDLE_SCHEMA, HistorySink, partition_of
 from service.longterm.input import VALUES, CycleManifest
 from service.longterm.job import (
     EXIT_BAD_ARGS,
     EXIT_EMPTY,
     EXIT_OK,
+    EXIT_ZK,
     JobOptions,
+    JobResult,
     add_arguments,
     execute,
+    merge_into_zookeeper,
     run,
 )
 
@@ -360,3 +373,85 @@ def test_manifest_reads_the_same_times_with_pyarrow_and_spark(history: Path, spa
     assert manifest._spark_times(spark) == local  # the path other stores (hdfs://, s3a://) take
     assert CycleManifest(str(history), start, end).times(spark) == local
     assert CycleManifest(str(history / "nothing"), start, end).times(spark) == []
+
+
+# ---- poison-proof inputs ----------------------------------------------------------------------------
+def _broker_row(**over: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {name: 1.0 for name in BROKER_SCHEMA.names}
+    row.update(time=T0 + 7 * STEP_MS, broker="b9", cpu_usage=10.0, cpu_limit=100.0)
+    row.update(over)
+    return row
+
+
+def test_degenerate_broker_rows_are_skipped_field_by_field(history: Path, spark: Any, tmp_path: Path) -> None:
+    """cpu_limit 0 (Pulsar's {0,0} default) used to fail the job with DIVIDE_BY_ZERO; msg_rate_in -5
+    with a large msg_rate_out passed the check on sums and bent the regression."""
+    root = tmp_path / "history"
+    shutil.copytree(history, root)
+    date, hour = partition_of(T0)
+    rows = [_broker_row(cpu_usage=0.0, cpu_limit=0.0), _broker_row(msg_rate_in=-5.0, msg_rate_out=1e4)]
+    part = root / "brokers" / f"date={date}" / f"hour={hour}" / "part-degenerate.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=BROKER_SCHEMA), part)
+    fits0, bad0 = compute_capacity(spark, str(history), T0, END_MS)
+    fits, bad = compute_capacity(spark, str(root), T0, END_MS)
+    assert bad == bad0 + 2
+    assert "b9" not in {f["broker"] for f in fits} and len(fits) == len(fits0)
+
+
+def test_a_corrupt_parquet_file_in_range_is_skipped(
+    history: Path, spark: Any, tmp_path: Path, capsys: Any
+) -> None:
+    root = tmp_path / "history"
+    shutil.copytree(history, root)
+    date, hour = partition_of(T0)
+    (root / "bundles" / f"date={date}" / f"hour={hour}" / "part-corrupt.parquet").write_bytes(
+        b"PAR1 not parquet"
+    )
+    args = _args("--history", str(root), "--from", "2024-03-09", "--to", "2024-03-11", "--dry-run")
+    assert execute(args, spark) == EXIT_OK
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_bad_out_and_zk_are_refused_before_any_computation(
+    history: Path, spark: Any, tmp_path: Path, capsys: Any
+) -> None:
+    existing = tmp_path / "results.parquet"
+    existing.write_text("not a directory")
+    common = ("--history", str(history), "--from", "2024-03-09", "--to", "2024-03-11")
+    assert execute(_args(*common, "--out", str(existing), "--dry-run"), spark) == EXIT_BAD_ARGS
+    assert "--out" in capsys.readouterr().err
+    assert execute(_args(*common, "--zk", "host:notaport"), spark) == EXIT_BAD_ARGS
+    assert "--zk" in capsys.readouterr().err
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert execute(_args(*common, "--zk", f"127.0.0.1:{port}"), spark) == EXIT_ZK
+    err = capsys.readouterr().err
+    assert "nothing computed" in err and "[longterm" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_noauth_stops_the_merge_with_one_line_and_a_rerun_completes_it(
+    zk_client: KazooClient, zk_chroot_hosts: str, capsys: Any
+) -> None:
+    bundles = [f"t/acl/0x{i:08x}_0x{i + 1:08x}" for i in range(3)]
+    zk_client.add_auth("digest", "owner:secret")
+    locked = f"/loadbalance/bundle-data/{bundles[1]}"
+    zk_client.ensure_path("/loadbalance/bundle-data/t/acl")  # open parents: only the one node is locked
+    zk_client.create(locked, b"{}", acl=[make_digest_acl("owner", "secret", all=True)])
+    data = TimeAverageMessageData(max_samples=1000, num_samples=1000, msg_rate_in=7.0)
+    result = JobResult(0, 0, {}, [], {b: data for b in bundles}, set(bundles))
+    options = JobOptions(history="-", start_ms=0, end_ms=1, zk=zk_chroot_hosts)
+    assert merge_into_zookeeper(options, result) == EXIT_ZK
+    err = capsys.readouterr().err
+    assert "NoAuthError" in err and "rerunning" in err and "Traceback" not in err
+    assert (
+        json.loads(zk_client.get(f"/loadbalance/bundle-data/{bundles[0]}")[0])["longTermData"]["msgRateIn"]
+        == 7.0
+    )
+    assert zk_client.exists(f"/loadbalance/bundle-data/{bundles[2]}") is None  # stopped, not skipped past
+    zk_client.set_acls(locked, [make_digest_acl("owner", "secret", all=True), *OPEN_ACL_UNSAFE])
+    assert merge_into_zookeeper(options, result) == EXIT_OK
+    for b in bundles:
+        assert (
+            json.loads(zk_client.get(f"/loadbalance/bundle-data/{b}")[0])["longTermData"]["msgRateIn"] == 7.0
+        )

@@ -35,6 +35,7 @@ class FakeService:
         self.owners = {b: ("b1" if i < 3 else "b2") for i, b in enumerate(self.bundles)}
         self.log: list[dict[str, Any]] = []
         self.split_unloads: list[bool] = []
+        self.unready: list[str] = []
 
     def _require_leader(self) -> None:
         if not self.leader:
@@ -62,7 +63,10 @@ class FakeService:
         return {"id": "me", "url": "http://127.0.0.1:1"} if self.leader else None
 
     def ready(self) -> bool:
-        return True
+        return not self.not_ready_reasons()
+
+    def not_ready_reasons(self) -> list[str]:
+        return list(self.unready)
 
     def update_config(self, updates: dict[str, Any], principal: str | None = None) -> LoadBalancerConfig:
         self._require_leader()
@@ -150,7 +154,7 @@ def test_reads(client: TestClient, svc: FakeService) -> None:
     assert r.status_code == 404 and r.json()["error"] == "UnknownBundle"
 
 
-def test_lookup_leader_config_health(client: TestClient) -> None:
+def test_lookup_leader_config_health(client: TestClient, svc: FakeService) -> None:
     r = client.get("/lookup/persistent://public/default/t1").json()
     assert r["broker"] == "b1" and r["bundle"].startswith(NS + "/0x")
     assert client.get("/lookup/persistent/public/default/t1").json() == r
@@ -160,6 +164,10 @@ def test_lookup_leader_config_health(client: TestClient) -> None:
     assert "loadBalancerSheddingIntervalMinutes" in cfg["dynamicKeys"]
     assert client.get("/healthz").status_code == 200
     assert client.get("/readyz").status_code == 200
+    svc.unready = ["shedding job failed 3 times in a row"]
+    r = client.get("/readyz")
+    assert r.status_code == 503 and r.json()["details"]["reasons"] == svc.unready
+    svc.unready = []
     assert b"loadmgr_is_leader" in client.get("/metrics").content
 
 
@@ -181,8 +189,9 @@ def test_unload_split_and_errors(client: TestClient, svc: FakeService) -> None:
     )
     r = client.post(f"/bundles/{b}/split", json={"algorithm": "bogus"}, headers=AUTH)
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "algorithm"
-    r = client.post(f"/bundles/{b}/split", json={"positions": [-1]}, headers=AUTH)
-    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "positions"
+    for bad in ([-1], [2**40], [0x40000000, 2**32 + 1]):  # the body's schema names the offending item
+        r = client.post(f"/bundles/{b}/split", json={"positions": bad}, headers=AUTH)
+        assert r.status_code == 422 and r.json()["detail"][0]["field"].startswith("positions."), r.json()
     r = client.post(f"/bundles/{b}/split", json={"algorithm": "flow_or_qps_equally_divide"}, headers=AUTH)
     assert r.status_code == 412  # Pulsar's answer to an algorithm outside the supported list
     assert r.json()["detail"][0] == {

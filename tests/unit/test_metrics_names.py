@@ -51,7 +51,7 @@ def _populated() -> PrometheusMetrics:
     m.split_done("TopicsOverThreshold")
     m.leader_changed(True)
     m.zk_error("ConnectionLoss")
-    m.malformed_report("b3")
+    m.malformed_node("brokers")
     return m
 
 
@@ -106,7 +106,7 @@ def test_sink_methods_change_counters_and_departed_brokers_vanish() -> None:
     assert reg.get_sample_value("loadmgr_leader_transitions_total", test) == 1
     assert reg.get_sample_value("loadmgr_shedding_cycle_duration_seconds_count", test) == 1
     assert reg.get_sample_value("loadmgr_zookeeper_errors_total", {**test, "kind": "ConnectionLoss"}) == 1
-    assert reg.get_sample_value("loadmgr_malformed_reports_total", {**test, "broker": "b3"}) == 1
+    assert reg.get_sample_value("loadmgr_malformed_nodes_total", {**test, "kind": "brokers"}) == 1
     assert (
         reg.get_sample_value(
             "loadmgr_broker_score", {"cluster": "test", "broker": "b1", "strategy": "ThresholdShedder"}
@@ -147,9 +147,9 @@ def test_labelled_counters_exist_at_zero_before_their_first_event() -> None:
     assert reg.get_sample_value("loadmgr_zookeeper_errors_total", {"cluster": "c", "kind": "lost"}) == 0
     split = {"cluster": "c", "reason": "too_many_topics"}
     assert reg.get_sample_value("loadmgr_bundles_split_total", split) == 0
-    assert reg.get_sample_value("loadmgr_malformed_reports_total", {"cluster": "c", "broker": "b1"}) is None
-    m.view_updated(SimpleNamespace(brokers={"b1": _broker(10)}), {})
-    assert reg.get_sample_value("loadmgr_malformed_reports_total", {"cluster": "c", "broker": "b1"}) == 0
+    # by path kind (bounded labels, #15), every kind at 0 from the start
+    assert reg.get_sample_value("loadmgr_malformed_nodes_total", {"cluster": "c", "kind": "brokers"}) == 0
+    assert reg.get_sample_value("loadmgr_job_failures_total", {"cluster": "c", "job": "shedding"}) == 0
 
 
 def test_process_collectors_and_the_service_watch() -> None:

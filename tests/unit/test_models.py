@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,9 +81,11 @@ def test_load_report_of_the_simple_load_manager_is_refused() -> None:
         raise AssertionError("a LoadReport must not parse as LocalBrokerData")
 
 
-def test_percent_usage_of_a_limit_below_float_range_divides_as_java() -> None:
-    assert ResourceUsage(usage=5, limit=1e-50).percent_usage() == float("inf")
-    assert math.isnan(ResourceUsage(usage=0, limit=1e-50).percent_usage())
+def test_percent_usage_of_a_limit_below_float_range_counts_as_no_limit() -> None:
+    # Java would divide by a float zero into Infinity/NaN; a garbage limit must not make a broker
+    # look infinitely loaded (#15), so it counts as Pulsar's "limit <= 0": usage 0.
+    assert ResourceUsage(usage=5, limit=1e-50).percent_usage() == 0.0
+    assert ResourceUsage(usage=0, limit=1e-50).percent_usage() == 0.0
 
 
 def test_percent_usage_is_float32_and_unclipped() -> None:

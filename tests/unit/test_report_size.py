@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from balancer.models import LocalBrokerData, NamespaceBundleStats
 from service.zookeeper.nodes import json_bytes
-from service.zookeeper.store import JUTE_MAXBUFFER, report_size_warning
+from service.zookeeper.records import JUTE_MAXBUFFER, report_size_warning
 
 
 def _report(bundles: int) -> bytes:

@@ -102,6 +102,7 @@ def healthz() -> dict[str, Any]:
     summary="Readiness: connected to ZooKeeper with a cluster view",
 )
 def readyz(service: ServiceDep) -> Any:
-    if service.ready():
+    reasons = service.not_ready_reasons()
+    if not reasons:
         return {"status": "ready", "details": {"leader": bool(service.is_leader())}}
-    return JSONResponse({"status": "not ready", "details": {}}, status_code=503)
+    return JSONResponse({"status": "not ready", "details": {"reasons": reasons}}, status_code=503)

@@ -1,0 +1,104 @@
+"""A table of bad command lines: each ends in one line on stderr naming the option and the value,
+exit code 2, never a traceback, and nothing is started (all are refused before any connection)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.commands.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BAD_LINES: list[tuple[list[str], str]] = [
+    (["serve", "--port", "70000"], "--port"),
+    (["serve", "--port", "-1"], "--port"),
+    (["serve", "--port", "http"], "--port"),
+    (["serve", "--zk", "::::"], "--zk"),
+    (["serve", "--zk", "host:notaport"], "--zk"),
+    (["serve", "--zk", "a:1,,b:2"], "--zk"),
+    (["serve", "--zk", "a:1/"], "--zk"),
+    (["serve", "--broker-conf", "/nonexistent/broker.conf"], "--broker-conf"),
+    (["split", "public/default/0x00000000_0xffffffff", "--positions", "abc"], "--positions"),
+    (["split", "public/default/0x00000000_0xffffffff", "--positions", "a,b"], "--positions"),
+    (["split", "public/default/0x00000000_0xffffffff", "--positions", "0x200000000"], "--positions"),
+    (["split", "public/default/0x00000000_0xffffffff", "--positions", ","], "--positions"),
+    (["agent", "--broker-id", "a/b:1"], "--broker-id"),
+    (["agent", "--broker-id", "b 1:80"], "--broker-id"),
+    (["agent", "--broker-id", "noport"], "--broker-id"),
+    (["agent", "--broker-id", ""], "--broker-id"),
+    (["agent", "--broker-id", "b:1", "--ownership-poll", "0"], "--ownership-poll"),
+    (["agent", "--broker-id", "b:1", "--ownership-poll", "nan"], "--ownership-poll"),
+    (["agent", "--broker-id", "b:1", "--report-interval", "-1"], "--report-interval"),
+    (["agent", "--broker-id", "b:1", "--session-timeout", "inf"], "--session-timeout"),
+    (["agent", "--broker-id", "b:1", "--chroot", "pulsar"], "--chroot"),
+    (["agent", "--broker-id", "b:1", "--zk", "::::"], "--zk"),
+    (["config", "show", "--broker-conf", "/nonexistent"], "--broker-conf"),
+    (["config", "show", "--broker-conf", "/"], "--broker-conf"),
+    (["demo", "--port", "99999"], "--port"),
+    (["demo", "--brokers", "0"], "--brokers"),
+    (["demo", "--shed-interval", "0"], "--shed-interval"),
+    (["simulate", "--scale", "abc"], "--scale"),
+    (["simulate", "--cycles", "-3"], "--cycles"),
+    (["zookeeper", "--port", "70000"], "--port"),
+]
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    try:
+        rc = main(argv)
+    except SystemExit as e:  # argparse's own exit after printing usage and the error line
+        rc = int(e.code or 0)
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "option"), BAD_LINES, ids=[" ".join(a) for a, _ in BAD_LINES])
+def test_bad_command_line_is_one_line_and_exit_2(
+    argv: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, err = _run(argv, capsys)
+    assert rc == 2, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("loadmgr") and option in last, err
+
+
+def test_non_utf8_broker_conf_and_bad_env(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_bytes(b"\xff\xfeloadBalancerEnabled=true")
+    rc, err = _run(["config", "show", "--broker-conf", str(conf)], capsys)
+    assert rc == 2 and "not UTF-8" in err and "Traceback" not in err
+    monkeypatch.setenv("LOADMGR_HTTP_PORT", "abc")
+    rc, err = _run(["config", "show"], capsys)
+    assert rc == 2 and err.strip() == err.strip().splitlines()[0] and "LOADMGR_HTTP_PORT='abc'" in err
+    monkeypatch.delenv("LOADMGR_HTTP_PORT")
+    monkeypatch.setenv("LOADMGR_BROKER_CONF", str(tmp_path / "missing.conf"))
+    rc, err = _run(["config", "show"], capsys)
+    assert rc == 2 and "missing.conf" in err and "Traceback" not in err
+    monkeypatch.delenv("LOADMGR_BROKER_CONF")
+    monkeypatch.setenv("LOADMGR_loadBalancerSheddingIntervalMinutes", "-1")
+    rc, err = _run(["config", "show"], capsys)
+    assert rc == 2 and "loadBalancerSheddingIntervalMinutes" in err and "Traceback" not in err
+
+
+def test_a_closed_stdout_is_not_a_traceback() -> None:
+    """``loadmgr config show | head -0``: the reader is gone before the first write."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "config", "show"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    rc = proc.wait(timeout=60)
+    assert rc == 141 and "Traceback" not in err and "BrokenPipe" not in err, (rc, err)
