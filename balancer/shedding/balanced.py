@@ -50,6 +50,18 @@ MIN_UTIL_OF_MEAN = 0.5
 # jitter the hit counters guard against.
 DRIFT_BAND = 0.5
 DRIFT_CALLS = 2
+# Stale spikes: the fast path acts on a report one interval old, so a spike exactly HitCountHigh
+# intervals wide was shed in the cycle it ended and pulled back later (a 2-minute spike on a few
+# bundles). Shedding on the fast path needs one more consecutive report than HitCountHigh: generated
+# 1-3 minute spikes then moved something in 1 of 40 instances, not 2 of 20. Twice HitCountHigh
+# made that 0 of 40 but cost the named steady_noise (brokers +-18 points off the target from the
+# start) 109 unloads and a final msg-rate max/min of 1.30 on seed 1, against 91 and 1.14.
+FAST_OVER_EXTRA = 1
+# Swings: a broker whose traffic alone (no move of ours in between) took it from beyond the band on one
+# side to beyond it on the other within the last this-many times HitCountLow calls is swinging with
+# its traffic (opposite-phase waves, balanced on average): shedding at its peak or filling it at its
+# trough only churns, so it does not trigger; it may still give or receive when others trigger.
+SWING_FACTOR = 4
 
 
 def _same_class(c: float, median: float) -> float:
@@ -97,6 +109,9 @@ class BalancedShedder:
         self.capacity: dict[str, float] = {}
         self.outliers: dict[str, int] = {}  # consecutive capacity samples that disagree with the estimate
         self.touched: dict[str, int] = {}  # broker -> call whose moves (or placements) changed it
+        # broker -> side -> last call beyond the band there, since our last move touched it
+        self.last_side: dict[str, dict[int, int]] = {}
+        self.swung: dict[str, int] = {}  # broker -> last call its traffic alone crossed the band
         self.calls = 0
         self.plans: dict[str, str] = {}
         self.pending: dict[str, float] = {}  # utilisation points placed since the last view
@@ -104,7 +119,15 @@ class BalancedShedder:
         self._view_of: object = None
 
     def on_active_brokers_change(self, active: set[str]) -> None:
-        for d in (self.hits, self.drift, self.capacity, self.outliers, self.touched, self.pending):
+        for d in (
+            self.hits,
+            self.drift,
+            self.capacity,
+            self.outliers,
+            self.touched,
+            self.pending,
+            self.last_side,
+        ):
             for broker in [b for b in d if b not in active]:
                 del d[broker]
 
@@ -122,8 +145,11 @@ class BalancedShedder:
         rate_unit, tp_unit = 1.0, BYTES_PER_UNIT
         traffic = {b: rates[b] / rate_unit + tps[b] / tp_unit for b in util}
         min_util = max(MIN_UTIL, MIN_UTIL_OF_MEAN * sum(util.values()) / max(1, len(util)))
+        low: dict[str, float] = {}  # samples of under-filled brokers: lower bounds on their capacity
         for b, u in util.items():
             fresh = self.touched.get(b, -10) < self.calls - 1
+            if learn and fresh and MIN_UTIL < u <= min_util and traffic[b] > 0:
+                low[b] = traffic[b] / u
             if learn and fresh and u > min_util and traffic[b] > 0:
                 sample = traffic[b] / u
                 old = self.capacity.get(b)
@@ -138,6 +164,16 @@ class BalancedShedder:
                 self.capacity[b] = sample if old is None else old + CAPACITY_SMOOTHING * (sample - old)
         known = [self.capacity[b] for b in util if b in self.capacity]
         prior = statistics.median(known) if known else 1000.0
+        # Fixed overhead inflates an under-filled broker's usage, so W/u can only underestimate its
+        # capacity: it may raise the estimate, never lower it. Without this a 3x broker that started
+        # at 18% against a 40% mean stayed "median capacity" for ever and was never filled.
+        for b, sample in low.items():
+            if sample > self.capacity.get(b, prior) * (1 + SAME_HARDWARE):
+                self.capacity[b] = sample
+                self.outliers.pop(b, None)
+        if low:
+            known = [self.capacity[b] for b in util if b in self.capacity]
+            prior = statistics.median(known) if known else 1000.0
         capacity = {b: _same_class(self.capacity.get(b, prior), prior) for b in util}
         total_c = sum(capacity.values()) or 1.0
         target = sum(util[b] * capacity[b] for b in util) / total_c
@@ -178,18 +214,29 @@ class BalancedShedder:
                 continue
             side = 1 if gap > band else -1 if gap < -band else 0
             hits = _count(self.hits, b, side)
+            seen = self.last_side.setdefault(b, {})
+            if side:
+                seen[side] = self.calls
+                if -side in seen:  # it was beyond the band on the other side too
+                    self.swung[b] = self.calls
+            swing_window = SWING_FACTOR * config.loadBalancerAvgShedderHitCountLowThreshold
+            swinging = side != 0 and self.calls - self.swung.get(b, -(10**9)) <= swing_window
             edge = DRIFT_BAND * band
             drift = _count(self.drift, b, 1 if gap > edge else -1 if gap < -edge else 0)
             drift_need = DRIFT_CALLS * config.loadBalancerAvgShedderHitCountLowThreshold
             # The fast path needs the traffic to agree: another process's CPU spike moves u, not W.
             confirmed = abs(gap) >= fast and implied_gap * gap > 0 and abs(implied_gap) > band
+            high = config.loadBalancerAvgShedderHitCountHighThreshold
             need = (
-                config.loadBalancerAvgShedderHitCountHighThreshold
+                high + (FAST_OVER_EXTRA if gap > 0 else 0)
                 if confirmed
                 else config.loadBalancerAvgShedderHitCountLowThreshold
             )
             drifted = abs(drift) >= drift_need
-            fired = abs(hits) >= need or drifted
+            # A swinging broker still answers the slow-drift count: sixteen minutes on one side is not a
+            # swing, and it is how a broker our own move overshot (its side history then looks like a
+            # swing) gets refilled.
+            fired = (abs(hits) >= need and not swinging) or drifted
             triggered_over |= fired and gap > 0
             triggered_under |= fired and gap < 0
             if gap > tol:
@@ -199,7 +246,9 @@ class BalancedShedder:
             out.broker(
                 b,
                 "triggered" if fired else "in_band" if side == 0 else "counting",
-                "out of band long enough"
+                f"swinging: beyond the band on the other side within {swing_window} calls"
+                if swinging
+                else "out of band long enough"
                 if abs(hits) >= need
                 else "off the target on one side long enough (slow drift)"
                 if drifted
@@ -246,6 +295,7 @@ class BalancedShedder:
         # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
         capacity = v.capacity
         proj = {b: v.traffic[b] / capacity[b] for b in v.util}
+        used = dict(v.util)
         target = v.traffic_target
         floor, ceiling = target - tol, target + tol
         src_heap = [(-proj[s], s) for s in sources]
@@ -277,13 +327,20 @@ class BalancedShedder:
             ws, names = lists
             k_s, k_d = 1 / capacity[s], 1 / capacity[d]
             # Largest w with w*k_s <= room_s and w*k_d <= room_d, and no inversion of the pair.
-            limit = min((p_s - floor) / k_s, room_d / k_d, (p_s - p_d) / (k_s + k_d))
+            # Nor of their reported utilisation: traffic-implied projections ignore other processes'
+            # CPU, and moves that were downhill by traffic went up to 6 points uphill by usage.
+            u_s, u_d = used[s], used[d]
+            limit = min(
+                (p_s - floor) / k_s, room_d / k_d, (p_s - p_d) / (k_s + k_d), (u_s - u_d) / (k_s + k_d)
+            )
             i = bisect.bisect_right(ws, limit) - 1
             if i < 0:
                 continue  # nothing of s fits: s drops out
             w, bundle = ws.pop(i), names.pop(i)
             p_s -= w * k_s
             proj[s] = p_s
+            used[s] = u_s - w * k_s
+            used[d] = u_d + w * k_d
             heapreplace(dst_heap, (p_d + w * k_d, d))
             p_d += w * k_d
             proj[d] = p_d

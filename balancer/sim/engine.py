@@ -89,6 +89,10 @@ class MoveRecord:
     throughput: float
     source_util: float  # true utilisation (percent of own capacity) just before the move
     destination_util: float
+    # The same without this interval's Gaussian CPU noise (what the broker's load costs it): uphill
+    # moves are judged on these, since no leader can see the noise of an interval not yet reported.
+    source_load: float = 0.0
+    destination_load: float = 0.0
 
 
 @dataclass
@@ -210,7 +214,12 @@ class Simulation:
             brokers[ev["broker"]].spike = 0.0
         elif kind == "traffic_step":
             factor, fraction = float(ev.get("factor", 2.0)), float(ev.get("fraction", 1.0))
-            chosen = [n for n in self.cluster.bundles if self.rng.random() < fraction]
+            pool = list(self.cluster.bundles)
+            if "brokers" in ev:  # only bundles of this many randomly chosen live brokers
+                alive = sorted(n for n, b in brokers.items() if b.alive)
+                hit = set(self.rng.sample(alive, min(len(alive), int(ev["brokers"]))))
+                pool = [n for n in pool if self.cluster.owners.get(n) in hit]
+            chosen = [n for n in pool if self.rng.random() < fraction]
             for n in chosen:
                 self.cluster.bundles[n].rate *= factor
             if "duration" in ev:
@@ -278,6 +287,7 @@ class Simulation:
                 self._apply_event(ev, k)
             brokers = self.cluster.brokers
             cpu = {n: other_cpu(b, self.s.variation, self.rng) for n, b in brokers.items() if b.alive}
+            steady_cpu = {n: b.background + b.spike for n, b in brokers.items() if b.alive}
             owned: dict[str, list[str]] = {n: [] for n in cpu}
             for bundle, owner in self.cluster.owners.items():
                 if owner in owned:
@@ -305,6 +315,8 @@ class Simulation:
             plan = plan_shedding_cycle(
                 self.load, self.config, self.shedder, self.placement, self.ctx, now_ms, self.leader_rng
             )
+            # Measured before any move is applied, and only when there are moves (large runs).
+            steady = self._measure(traffic, steady_cpu) if plan.moves else before
             for m in plan.moves:
                 if self.cluster.owners.get(m.bundle) != m.source or m.destination not in before:
                     continue
@@ -319,6 +331,8 @@ class Simulation:
                         t.throughput,
                         before[m.source].utilisation,
                         before[m.destination].utilisation,
+                        steady[m.source].utilisation,
+                        steady[m.destination].utilisation,
                     )
                 )
                 self.cluster.owners[m.bundle] = m.destination

@@ -1,0 +1,183 @@
+"""BalancedShedder's claims as distributions over generated instances (pure; the bench runs them).
+
+``run_row`` scores one run of one instance; ``summarise`` gives per family and strategy the median
+and 95th percentile of each metric; ``claims`` checks the Must-show list with PASS/FAIL and the
+numbers it rests on. Definitions beyond ``balancer.sim.metrics``:
+
+- *balance* of a run = final max/min normalised msg rate, except in ``cpu_vs_nic`` where NIC-bound
+  brokers' msg-rate capacity is not their CPU capacity: there final max/min utilisation.
+- *cycles to balance* = shedding cycles from the last disturbance (the last broker joining or
+  leaving, else the family's disturbance cycle), its own included, to the first balanced state.
+- *moved / least* = msg rate moved since the last disturbance divided by the least any strategy
+  must move from there to end at this run's own final balance (:mod:`balancer.sim.bounds`), the
+  owner's rule of comparing at equal balance; only in families where nothing but the strategy moves
+  traffic afterwards, and only for runs that moved something (else their balance came from drift).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from balancer.sim.bounds import BALANCED_RATIO
+from balancer.sim.engine import SimResult
+from balancer.sim.families import FAMILIES
+from balancer.sim.metrics import UPHILL_MARGIN, last_disturbance, quality, rate_ratio
+
+OURS, BASE = "BalancedShedder", "AvgShedder"
+SHARE_QUIET = 0.95  # of balanced-on-average instances with no unload
+SHARE_BALANCED = 0.95
+SHARE_VS_BASE = 0.90
+COST_P95 = 1.3
+SCALE_OUT_CYCLES = 3
+TOLERANCE = 0.01  # relative: closer than this counts as equal, as in the named-scenario bench
+
+# (key, heading) of the summarised metrics, lower is better for each.
+METRICS = [
+    ("unloads", "unloads"),
+    ("cost", "moved / least"),
+    ("balance", "final max/min"),
+    ("cycles", "cycles to balance"),
+    ("uphill", "uphill"),
+    ("averaged", "averaged max/min"),
+    ("late_unloads", "unloads, 2nd half"),
+]
+
+
+def _util_ratio(util: list[float]) -> float:
+    lo = min(util) if util else 0.0
+    return math.inf if lo <= 0 else max(util) / lo
+
+
+def run_row(family: str, i: int, r: SimResult) -> dict[str, Any]:
+    """One run's numbers (plain JSON-able values; ``inf`` stands for never / unbounded)."""
+    f = FAMILIES[family]
+    q = quality(r)
+
+    def balance_of(k: int) -> float:
+        s = r.cycles[k]
+        return _util_ratio(s.util) if family == "cpu_vs_nic" else rate_ratio(s)
+
+    since = last_disturbance(r).cycle
+    first = next((k for k in range(since, len(r.cycles)) if balance_of(k) <= BALANCED_RATIO), None)
+    moved = sum(m.msg_rate for m in r.moves if m.cycle >= since)
+    moved_any = any(m.cycle >= since for m in r.moves)
+    cost = moved / q.final_bound_rate if f.least_cost and moved_any and q.final_bound_rate > 0 else None
+    return {
+        "family": family,
+        "instance": i,
+        "strategy": r.pair.label,
+        "unloads": q.unloads,
+        "cost": cost,
+        "balance": balance_of(len(r.cycles) - 1),
+        "cycles": math.inf if first is None else first - since + 1,
+        "uphill": q.uphill_beyond_margin,
+        "averaged": q.averaged_rate_ratio,
+        "late_unloads": q.late_unloads,
+    }
+
+
+def _pct(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (``inf`` sorts last, so a p95 of ``inf`` means > 5% never got there)."""
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, math.ceil(p * len(v)) - 1))]
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(family, strategy) -> {metric: (median, p95, n)}, plus the count of instances that moved."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["family"], row["strategy"]), []).append(row)
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for k, rs in groups.items():
+        stats: dict[str, Any] = {"n": len(rs), "moved": sum(1 for r in rs if r["unloads"] > 0)}
+        for m, _ in METRICS:
+            vals = [float(r[m]) for r in rs if r[m] is not None]
+            stats[m] = (statistics.median(vals), _pct(vals, 0.95), len(vals)) if vals else None
+        out[k] = stats
+    return out
+
+
+def _by(rows: list[dict[str, Any]], strategy: str) -> dict[tuple[str, int], dict[str, Any]]:
+    return {(r["family"], r["instance"]): r for r in rows if r["strategy"] == strategy}
+
+
+def claims(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
+    """The issue's Must-show list over the rows present; (passed, text with the figures)."""
+    ours, base = _by(rows, OURS), _by(rows, BASE)
+    fams = sorted({f for f, _ in ours}, key=list(FAMILIES).index)
+    out: list[tuple[bool, str]] = []
+
+    def of(f: str) -> list[dict[str, Any]]:
+        return [r for (g, _), r in sorted(ours.items()) if g == f]
+
+    quiet = [f for f in fams if FAMILIES[f].balanced_on_average]
+    if quiet:
+        parts = [(f, sum(1 for r in of(f) if r["unloads"] == 0), len(of(f))) for f in quiet]
+        ok = all(z >= SHARE_QUIET * n for _, z, n in parts)
+        out.append(
+            (
+                ok,
+                "0 unloads in >= 95% of instances balanced on average: "
+                + ", ".join(f"{f} {z}/{n}" for f, z, n in parts),
+            )
+        )
+    up = [(f, i, r["uphill"]) for (f, i), r in sorted(ours.items()) if r["uphill"] > 0]
+    out.append(
+        (
+            not up,
+            f"0 uphill moves beyond {UPHILL_MARGIN:.0f} points in every one of {len(ours)} instances"
+            + (": " + ", ".join(f"{f}#{i} {u}" for f, i, u in up[:8]) if up else ""),
+        )
+    )
+    if "scale_out" in fams:
+        rs = of("scale_out")
+        good = sum(1 for r in rs if r["cycles"] <= SCALE_OUT_CYCLES)
+        out.append(
+            (
+                good >= SHARE_BALANCED * len(rs),
+                f"scale_out balanced within {SCALE_OUT_CYCLES} cycles in {good}/{len(rs)} (want >= 95%)",
+            )
+        )
+    if "heterogeneous" in fams:
+        rs = of("heterogeneous")
+        good = sum(1 for r in rs if r["balance"] <= BALANCED_RATIO)
+        out.append(
+            (
+                good >= SHARE_BALANCED * len(rs),
+                f"heterogeneous balanced at the end in {good}/{len(rs)} (want >= 95%)",
+            )
+        )
+    costs = []
+    for f in fams:
+        vals = [r["cost"] for r in of(f) if r["cost"] is not None]
+        if vals:
+            costs.append((f, _pct(vals, 0.95), len(vals)))
+    if costs:
+        out.append(
+            (
+                all(p <= COST_P95 for _, p, _ in costs),
+                f"moved / least <= {COST_P95} at the 95th percentile: "
+                + ", ".join(f"{f} {p:.2f} (n={n})" for f, p, n in costs),
+            )
+        )
+    both = [
+        (o, base[k])
+        for k, o in sorted(ours.items())
+        if k in base and o["balance"] <= BALANCED_RATIO and base[k]["balance"] <= BALANCED_RATIO
+    ]
+    if both:
+        good = sum(
+            1
+            for o, b in both
+            if o["balance"] <= b["balance"] * (1 + TOLERANCE) and o["unloads"] <= b["unloads"]
+        )
+        out.append(
+            (
+                good >= SHARE_VS_BASE * len(both),
+                f"at equal or better balance than {BASE} with no more unloads in {good}/{len(both)}"
+                f" instances where both balance ({good / len(both):.0%}, want >= 90%)",
+            )
+        )
+    return out
