@@ -126,6 +126,10 @@ class SimResult:
     pre_disturbance: CycleState  # the true state just before the disturbance cycle's moves
     # Pre-move states of later cycles where brokers joined or left (rolling restarts, late joins).
     pre_events: list[CycleState] = field(default_factory=list)
+    # Each bundle's true msg rate in the last of those pre-move states, and who owns what at the end:
+    # the final assignment judged at that frozen traffic (``balancer.sim.family_claims``).
+    frozen_rates: dict[str, float] = field(default_factory=dict)
+    final_owners: dict[str, str] = field(default_factory=dict)
 
 
 class Simulation:
@@ -279,6 +283,7 @@ class Simulation:
         placements_total = 0
         pre: CycleState | None = None
         pre_events: list[CycleState] = []
+        frozen: dict[str, Traffic] = {}
         traffic = self._traffic(0)
         self._set_stats(traffic)
         for k in range(self.s.cycles):
@@ -310,8 +315,10 @@ class Simulation:
             before = self._measure(traffic, cpu)
             if k == min(self.s.disturbance_at, self.s.cycles - 1):
                 pre = self._state(k, before, 0, placements, traffic)
+                frozen = traffic
             elif pre is not None and any(ev["type"] in ("_up", "_down") for ev in self.schedule.get(k, [])):
                 pre_events.append(self._state(k, before, 0, placements, traffic))
+                frozen = traffic
             plan = plan_shedding_cycle(
                 self.load, self.config, self.shedder, self.placement, self.ctx, now_ms, self.leader_rng
             )
@@ -353,6 +360,8 @@ class Simulation:
             jitter_cycles=self.jitter_cycles,
             pre_disturbance=pre if pre is not None else states[0],
             pre_events=pre_events,
+            frozen_rates={b: t.rate for b, t in frozen.items()},
+            final_owners=dict(self.cluster.owners),
         )
 
     def _state(

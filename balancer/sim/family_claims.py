@@ -8,10 +8,13 @@ numbers it rests on. Definitions beyond ``balancer.sim.metrics``:
   brokers' msg-rate capacity is not their CPU capacity: there final max/min utilisation.
 - *cycles to balance* = shedding cycles from the last disturbance (the last broker joining or
   leaving, else the family's disturbance cycle), its own included, to the first balanced state.
-- *moved / least* = msg rate moved since the last disturbance divided by the least any strategy
-  must move from there to end at this run's own final balance (:mod:`balancer.sim.bounds`), the
-  owner's rule of comparing at equal balance; only in families where nothing but the strategy moves
-  traffic afterwards, and only for runs that moved something (else their balance came from drift).
+- *moved / least* = the owner's rule of comparing at equal balance, with everything at the traffic of
+  the last disturbance's pre-move state (frozen, as the bound assumes): the msg rate of the bundles
+  moved since then, at that traffic, divided by the least any strategy must move from that state to
+  reach the balance the run's final assignment has at that traffic (:mod:`balancer.sim.bounds`).
+  Judging the final assignment at the final cycle's traffic instead mixes in the noise of one
+  interval, which no strategy chose: a lucky last cycle made the least look small. Only in families
+  where nothing but the strategy moves traffic afterwards, and only for runs that moved something.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import math
 import statistics
 from typing import Any
 
-from balancer.sim.bounds import BALANCED_RATIO
-from balancer.sim.engine import SimResult
+from balancer.sim.bounds import BALANCED_RATIO, balance_bound
+from balancer.sim.engine import CycleState, SimResult
 from balancer.sim.families import FAMILIES
 from balancer.sim.metrics import UPHILL_MARGIN, last_disturbance, quality, rate_ratio
 
@@ -59,11 +62,10 @@ def run_row(family: str, i: int, r: SimResult) -> dict[str, Any]:
         s = r.cycles[k]
         return _util_ratio(s.util) if family == "cpu_vs_nic" else rate_ratio(s)
 
-    since = last_disturbance(r).cycle
+    start = last_disturbance(r)
+    since = start.cycle
     first = next((k for k in range(since, len(r.cycles)) if balance_of(k) <= BALANCED_RATIO), None)
-    moved = sum(m.msg_rate for m in r.moves if m.cycle >= since)
-    moved_any = any(m.cycle >= since for m in r.moves)
-    cost = moved / q.final_bound_rate if f.least_cost and moved_any and q.final_bound_rate > 0 else None
+    cost = _cost(r, start, since) if f.least_cost else None
     return {
         "family": family,
         "instance": i,
@@ -76,6 +78,23 @@ def run_row(family: str, i: int, r: SimResult) -> dict[str, Any]:
         "averaged": q.averaged_rate_ratio,
         "late_unloads": q.late_unloads,
     }
+
+
+def _cost(r: SimResult, start: CycleState, since: int) -> float | None:
+    """Moved / least at the frozen traffic of ``start`` (None: nothing moved, or nothing to move)."""
+    frozen = r.frozen_rates
+    moved = [frozen.get(m.bundle, 0.0) for m in r.moves if m.cycle >= since]
+    if not moved or not frozen:
+        return None
+    load = dict.fromkeys(start.brokers, 0.0)
+    for bundle, owner in r.final_owners.items():
+        if owner in load:
+            load[owner] += frozen.get(bundle, 0.0)
+    norm = [load[b] / c for b, c in zip(start.brokers, start.capacity, strict=True)]
+    if min(norm) <= 0:
+        return None
+    least = balance_bound(start, max(norm) / min(norm)).rate
+    return sum(moved) / least if least > 0 else None
 
 
 def _pct(values: list[float], p: float) -> float:
