@@ -125,6 +125,7 @@ class BalancedShedder:
         # broker -> side -> last call beyond the band there
         self.last_side: dict[str, dict[int, int]] = {}
         self.swung: dict[str, int] = {}  # broker -> last call its traffic alone crossed the band
+        self.misjudged: set[str] = set()  # touched by a move and not seen in band since
         self.calls = 0
         self.plans: dict[str, str] = {}
         self.pending: dict[str, float] = {}  # utilisation points placed since the last view
@@ -141,9 +142,11 @@ class BalancedShedder:
             self.touched,
             self.pending,
             self.last_side,
+            self.swung,
         ):
             for broker in [b for b in d if b not in active]:
                 del d[broker]
+        self.misjudged &= active
 
     # ---- the view ----------------------------------------------------------------------------
     def _build_view(self, load: LoadData, config: LoadBalancerConfig, learn: bool) -> View:
@@ -229,7 +232,11 @@ class BalancedShedder:
             side = 1 if gap > band else -1 if gap < -band else 0
             hits = _count(self.hits, b, side)
             seen = self.last_side.setdefault(b, {})
-            if side:
+            # Until back in band after our move, its side says we misjudged it (a bundle's weight, a
+            # capacity), not that its traffic swings.
+            if side == 0:
+                self.misjudged.discard(b)
+            if side and b not in self.misjudged:
                 seen[side] = self.calls
                 if -side in seen:  # it was beyond the band on the other side too
                     self.swung[b] = self.calls
@@ -288,6 +295,7 @@ class BalancedShedder:
         left = self._water_fill(load, v, sources, dests, tol, out)
         for b in list(out.unloads) + list(set(out.destinations.values())):
             self.touched[b] = self.calls
+            self.misjudged.add(b)
             # A broker the moves left beyond the band (a source that gave one bundle to an empty broker
             # pulling from everybody, a destination that got what one triggered source had) keeps its
             # counters through settling; resetting them made it wait a full HitCountLow again while the
@@ -398,14 +406,20 @@ class BalancedShedder:
         recent = load.recently_unloaded_bundles
         pairs: list[tuple[float, str]] = []
         append = pairs.append
-        for name in load.broker_data[broker].local_data.bundles:
+        local = load.broker_data[broker].local_data
+        last = local.last_stats
+        for name in local.bundles:
             bd = get(name)
             if bd is None or name in recent:
                 continue
             # Every system namespace starts with one of the prefixes: ordinary bundles skip the parse.
             if name.startswith(SYSTEM_PREFIXES) and is_system_bundle(name):
                 continue
-            st = bd.short_term_data
+            # The latest report's stats when it has them, as the broker's own traffic W is: the
+            # short-term average lags a bundle that just grew, so its weight understated what moving
+            # it takes off, and a broker whose namespace tripled shed 11 bundles and ended 19 points
+            # below the target.
+            st = last.get(name) or bd.short_term_data
             w = st.msg_rate_in + st.msg_rate_out + (st.msg_throughput_in + st.msg_throughput_out) / tp_unit
             if w > 0:
                 append((w, name))
