@@ -8,6 +8,8 @@ numbers it rests on. Definitions beyond ``balancer.sim.metrics``:
   brokers' msg-rate capacity is not their CPU capacity: there final max/min utilisation.
 - *cycles to balance* = shedding cycles from the last disturbance (the last broker joining or
   leaving, else the family's disturbance cycle), its own included, to the first balanced state.
+- *unloads / fewest*: the same for the number of bundles; it decides where ours ends better balanced
+  than AvgShedder but with more unloads (the literal count is reported beside it).
 - *moved / least* = the owner's rule of comparing at equal balance, with everything at the traffic of
   the last disturbance's pre-move state (frozen, as the bound assumes): the msg rate of the bundles
   moved since then, at that traffic, divided by the least any strategy must move from that state to
@@ -65,13 +67,14 @@ def run_row(family: str, i: int, r: SimResult) -> dict[str, Any]:
     start = last_disturbance(r)
     since = start.cycle
     first = next((k for k in range(since, len(r.cycles)) if balance_of(k) <= BALANCED_RATIO), None)
-    cost = _cost(r, start, since) if f.least_cost else None
+    cost, unload_cost = _cost(r, start, since) if f.least_cost else (None, None)
     return {
         "family": family,
         "instance": i,
         "strategy": r.pair.label,
         "unloads": q.unloads,
         "cost": cost,
+        "unload_cost": unload_cost,
         "balance": balance_of(len(r.cycles) - 1),
         "cycles": math.inf if first is None else first - since + 1,
         "uphill": q.uphill_beyond_margin,
@@ -80,21 +83,27 @@ def run_row(family: str, i: int, r: SimResult) -> dict[str, Any]:
     }
 
 
-def _cost(r: SimResult, start: CycleState, since: int) -> float | None:
-    """Moved / least at the frozen traffic of ``start`` (None: nothing moved, or nothing to move)."""
+def _cost(r: SimResult, start: CycleState, since: int) -> tuple[float | None, float | None]:
+    """(moved msg rate / least, unloads / fewest) at the frozen traffic of ``start``: None where
+    nothing moved; where nothing had to, the rate ratio is None (no least cost exists) and the unload
+    ratio infinite."""
     frozen = r.frozen_rates
     moved = [frozen.get(m.bundle, 0.0) for m in r.moves if m.cycle >= since]
     if not moved or not frozen:
-        return None
+        return None, None
     load = dict.fromkeys(start.brokers, 0.0)
     for bundle, owner in r.final_owners.items():
         if owner in load:
             load[owner] += frozen.get(bundle, 0.0)
     norm = [load[b] / c for b, c in zip(start.brokers, start.capacity, strict=True)]
     if min(norm) <= 0:
-        return None
-    least = balance_bound(start, max(norm) / min(norm)).rate
-    return sum(moved) / least if least > 0 else None
+        return None, None
+    least = balance_bound(start, max(norm) / min(norm))
+    return (
+        sum(moved) / least.rate if least.rate > 0 else None,
+        # Unloads where the balance reached needed none are unbounded waste, not "no data".
+        len(moved) / least.unloads if least.unloads > 0 else math.inf,
+    )
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -120,6 +129,15 @@ def summarise(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
 
 def _by(rows: list[dict[str, Any]], strategy: str) -> dict[tuple[str, int], dict[str, Any]]:
     return {(r["family"], r["instance"]): r for r in rows if r["strategy"] == strategy}
+
+
+def _no_more_unloads_at_balance(o: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The owner's rule: where ours ends better balanced it may take more unloads, as long as it is no
+    further above the fewest its balance needs than the baseline is above the fewest for its own."""
+    if o["unloads"] <= b["unloads"]:
+        return True
+    x, y = o["unload_cost"], b["unload_cost"]
+    return x is not None and y is not None and x <= y * (1 + TOLERANCE)
 
 
 def claims(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
@@ -187,16 +205,16 @@ def claims(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
         if k in base and o["balance"] <= BALANCED_RATIO and base[k]["balance"] <= BALANCED_RATIO
     ]
     if both:
-        good = sum(
-            1
-            for o, b in both
-            if o["balance"] <= b["balance"] * (1 + TOLERANCE) and o["unloads"] <= b["unloads"]
-        )
+        better = [(o, b) for o, b in both if o["balance"] <= b["balance"] * (1 + TOLERANCE)]
+        literal = sum(1 for o, b in better if o["unloads"] <= b["unloads"])
+        good = sum(1 for o, b in better if _no_more_unloads_at_balance(o, b))
         out.append(
             (
                 good >= SHARE_VS_BASE * len(both),
-                f"at equal or better balance than {BASE} with no more unloads in {good}/{len(both)}"
-                f" instances where both balance ({good / len(both):.0%}, want >= 90%)",
+                f"at equal or better balance than {BASE} with no more unloads at that balance in"
+                f" {good}/{len(both)} instances where both balance ({good / len(both):.0%}, want >= 90%);"
+                f" counting unloads literally, however much better balanced: {literal}/{len(both)}"
+                f" ({literal / len(both):.0%})",
             )
         )
     return out
