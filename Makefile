@@ -47,6 +47,7 @@ vectors: setup
 
 bench: setup
 	$(PY) bench/quality.py
+	$(PY) bench/quality_named.py
 	$(PY) bench/cycle_speed.py
 	$(PY) bench/longterm_speed.py
 

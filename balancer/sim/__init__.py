@@ -1,5 +1,7 @@
 """A seeded, pure simulator of a broker cluster under a shedding + placement strategy pair.
 
 ``scenarios`` reads named scenario files, ``engine`` runs the leader's cycle against them and
-``metrics`` scores a run. Entry points: ``loadmgr simulate`` and ``bench/quality.py``.
+``metrics`` scores a run; ``families`` generates scenarios with random parameters and
+``family_claims`` checks the claims over them. Entry points: ``loadmgr simulate``, ``bench/quality.py``
+(families) and ``bench/quality_named.py`` (named scenarios).
 """

@@ -89,6 +89,10 @@ class MoveRecord:
     throughput: float
     source_util: float  # true utilisation (percent of own capacity) just before the move
     destination_util: float
+    # The same without this interval's Gaussian CPU noise (what the broker's load costs it): uphill
+    # moves are judged on these, since no leader can see the noise of an interval not yet reported.
+    source_load: float = 0.0
+    destination_load: float = 0.0
 
 
 @dataclass
@@ -122,6 +126,10 @@ class SimResult:
     pre_disturbance: CycleState  # the true state just before the disturbance cycle's moves
     # Pre-move states of later cycles where brokers joined or left (rolling restarts, late joins).
     pre_events: list[CycleState] = field(default_factory=list)
+    # Each bundle's true msg rate in the last of those pre-move states, and who owns what at the end:
+    # the final assignment judged at that frozen traffic (``balancer.sim.family_claims``).
+    frozen_rates: dict[str, float] = field(default_factory=dict)
+    final_owners: dict[str, str] = field(default_factory=dict)
 
 
 class Simulation:
@@ -210,7 +218,12 @@ class Simulation:
             brokers[ev["broker"]].spike = 0.0
         elif kind == "traffic_step":
             factor, fraction = float(ev.get("factor", 2.0)), float(ev.get("fraction", 1.0))
-            chosen = [n for n in self.cluster.bundles if self.rng.random() < fraction]
+            pool = list(self.cluster.bundles)
+            if "brokers" in ev:  # only bundles of this many randomly chosen live brokers
+                alive = sorted(n for n, b in brokers.items() if b.alive)
+                hit = set(self.rng.sample(alive, min(len(alive), int(ev["brokers"]))))
+                pool = [n for n in pool if self.cluster.owners.get(n) in hit]
+            chosen = [n for n in pool if self.rng.random() < fraction]
             for n in chosen:
                 self.cluster.bundles[n].rate *= factor
             if "duration" in ev:
@@ -270,6 +283,7 @@ class Simulation:
         placements_total = 0
         pre: CycleState | None = None
         pre_events: list[CycleState] = []
+        frozen: dict[str, Traffic] = {}
         traffic = self._traffic(0)
         self._set_stats(traffic)
         for k in range(self.s.cycles):
@@ -278,6 +292,7 @@ class Simulation:
                 self._apply_event(ev, k)
             brokers = self.cluster.brokers
             cpu = {n: other_cpu(b, self.s.variation, self.rng) for n, b in brokers.items() if b.alive}
+            steady_cpu = {n: b.background + b.spike for n, b in brokers.items() if b.alive}
             owned: dict[str, list[str]] = {n: [] for n in cpu}
             for bundle, owner in self.cluster.owners.items():
                 if owner in owned:
@@ -300,11 +315,15 @@ class Simulation:
             before = self._measure(traffic, cpu)
             if k == min(self.s.disturbance_at, self.s.cycles - 1):
                 pre = self._state(k, before, 0, placements, traffic)
+                frozen = traffic
             elif pre is not None and any(ev["type"] in ("_up", "_down") for ev in self.schedule.get(k, [])):
                 pre_events.append(self._state(k, before, 0, placements, traffic))
+                frozen = traffic
             plan = plan_shedding_cycle(
                 self.load, self.config, self.shedder, self.placement, self.ctx, now_ms, self.leader_rng
             )
+            # Measured before any move is applied, and only when there are moves (large runs).
+            steady = self._measure(traffic, steady_cpu) if plan.moves else before
             for m in plan.moves:
                 if self.cluster.owners.get(m.bundle) != m.source or m.destination not in before:
                     continue
@@ -319,6 +338,8 @@ class Simulation:
                         t.throughput,
                         before[m.source].utilisation,
                         before[m.destination].utilisation,
+                        steady[m.source].utilisation,
+                        steady[m.destination].utilisation,
                     )
                 )
                 self.cluster.owners[m.bundle] = m.destination
@@ -339,6 +360,8 @@ class Simulation:
             jitter_cycles=self.jitter_cycles,
             pre_disturbance=pre if pre is not None else states[0],
             pre_events=pre_events,
+            frozen_rates={b: t.rate for b, t in frozen.items()},
+            final_owners=dict(self.cluster.owners),
         )
 
     def _state(

@@ -30,7 +30,13 @@ the lagging reports the leader saw):
   have ended balanced but for traffic drift: its lower cost is not comparable with a run that
   balanced.
 - ``uphill_moves`` = moves whose source's utilisation was below its destination's just before
-  the move.
+  the move. ``uphill_beyond_margin`` = moves whose destination's *load* (utilisation without this
+  interval's Gaussian CPU noise, which no leader can have seen) exceeded the source's by more than
+  ``UPHILL_MARGIN`` points: traffic noise between the report and the move shifts a broker's load by
+  well under a point at the simulated sizes, so beyond the margin the strategy chose wrongly.
+- ``averaged_rate_ratio`` = max / min over brokers (live in every cycle of the second half) of the
+  normalised msg rate averaged over the second half of the run: the balance that counts under
+  periodic load, which sways every instant's ratio. ``late_unloads`` = unloads in the second half.
 - ``jitter_unloads`` = unloads of the run minus unloads of the same run (same seed) with the
   scenario's jitter events removed, floored at 0 (``None`` for scenarios without jitter events).
 """
@@ -43,6 +49,8 @@ from typing import Any
 
 from balancer.sim.bounds import BALANCED_RATIO, Bound, balance_bound
 from balancer.sim.engine import CycleState, SimResult
+
+UPHILL_MARGIN = 2.0  # points
 
 
 def _ratio(values: list[float]) -> float:
@@ -100,6 +108,9 @@ class Quality:
     final_bound_unloads: int
     uphill_moves: int
     jitter_unloads: int | None
+    uphill_beyond_margin: int = 0
+    averaged_rate_ratio: float = math.inf
+    late_unloads: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -148,4 +159,20 @@ def quality(r: SimResult, without_jitter: SimResult | None = None) -> Quality:
         final_bound_unloads=to_final.unloads,
         uphill_moves=sum(1 for m in r.moves if m.source_util < m.destination_util),
         jitter_unloads=jitter,
+        uphill_beyond_margin=sum(1 for m in r.moves if m.destination_load - m.source_load > UPHILL_MARGIN),
+        averaged_rate_ratio=averaged_ratio(r.cycles[len(r.cycles) // 2 :]),
+        late_unloads=sum(1 for m in r.moves if m.cycle >= len(r.cycles) // 2),
     )
+
+
+def averaged_ratio(states: list[CycleState]) -> float:
+    """Max/min over brokers present in every state of their normalised msg rate averaged over them."""
+    if not states:
+        return math.inf
+    common = set(states[0].brokers).intersection(*(s.brokers for s in states[1:]))
+    sums: dict[str, float] = dict.fromkeys(common, 0.0)
+    for s in states:
+        for b, r, c in zip(s.brokers, s.msg_rate, s.capacity, strict=True):
+            if b in sums:
+                sums[b] += r / c
+    return _ratio(list(sums.values()))

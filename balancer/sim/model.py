@@ -29,6 +29,7 @@ class SimBroker:
     background: float = 3.0  # steady other-process CPU, percentage points
     spike: float = 0.0  # extra other-process CPU while a transient spike lasts
     alive: bool = True
+    nic: float | None = None  # NIC strength relative to a standard one, when it differs from capacity
 
     @property
     def cores(self) -> float:
@@ -36,7 +37,7 @@ class SimBroker:
 
     @property
     def nic_bytes(self) -> float:
-        return STANDARD_NIC_BYTES * self.capacity
+        return STANDARD_NIC_BYTES * (self.capacity if self.nic is None else self.nic)
 
 
 @dataclass

@@ -33,6 +33,11 @@ class BrokerGroup:
     join_at: int | None = None  # the group starts empty and joins at this cycle
     leave_at: int | None = None  # the group leaves at this cycle; its bundles are orphaned
     scalable: bool = True
+    # Every bundle of the group rides the shared wave at this phase (radians) instead of a random one:
+    # groups half a period apart swing in opposite phase, all at 0 swing in phase.
+    phase: float | None = None
+    msg_size: tuple[float, float] | None = None  # this group's message sizes, else the scenario's
+    nic: float | None = None  # NIC strength, when not that of ``capacity`` (NIC-bound brokers)
 
 
 @dataclass
@@ -125,11 +130,13 @@ def build(s: Scenario, rng: random.Random) -> Cluster:
     owners: dict[str, str] = {}
     groups: dict[str, BrokerGroup] = {}
     index = 0
-    lo_size, hi_size = s.msg_size_range
     for g in s.groups:
+        lo_size, hi_size = g.msg_size or s.msg_size_range
         for i in range(g.count):
             name = f"{g.prefix}-{i:04d}:8080"
-            b = SimBroker(name=name, capacity=g.capacity, background=g.background, alive=g.join_at is None)
+            b = SimBroker(
+                name=name, capacity=g.capacity, background=g.background, alive=g.join_at is None, nic=g.nic
+            )
             brokers[name] = b
             groups[name] = g
             index += 1
@@ -146,7 +153,7 @@ def build(s: Scenario, rng: random.Random) -> Cluster:
                     name=bname,
                     rate=load * w / total_w / points_per_msg,
                     msg_size=size,
-                    phase=rng.uniform(0, 2 * math.pi),
+                    phase=rng.uniform(0, 2 * math.pi) if g.phase is None else g.phase,
                 )
                 owners[bname] = name
     alive = [n for n, b in brokers.items() if b.alive]

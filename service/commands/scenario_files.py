@@ -1,7 +1,7 @@
 """Reads the simulator's named scenarios (JSON package data in ``balancer/sim/scenario_data/``).
 
 The pure core only parses dicts (``balancer.sim.scenarios.parse_scenario``); the file reading
-lives here so ``loadmgr simulate``, ``bench/quality.py`` and the tests share one loader.
+lives here so ``loadmgr simulate``, ``bench/quality_named.py`` and the tests share one loader.
 """
 
 from __future__ import annotations
