@@ -187,7 +187,7 @@ class BrokerAgent:
                     log.info("agent %s released %s", self.broker_id, bundle)
         for bundle, a in sorted(assignments.items()):
             wanted = a.value.broker == self.broker_id and bundle in live and bundle not in owners
-            if wanted and self.store.acquire(bundle, self.broker_id, self.urls):
+            if wanted and self.store.acquire(bundle, self.broker_id, self.urls, a.version):
                 log.info("agent %s took %s", self.broker_id, bundle)
                 self._owned = self._owned | {bundle}
                 changed = True

@@ -238,7 +238,7 @@ class LeaderJobs:
         live = snap.live_bundles()
         for bundle in snap.stored_bundle_data:
             if bundle not in live:
-                self.store.delete_bundle_data(bundle)
+                self.store.delete_bundle_data(bundle, fence)
         return written
 
     # ---- split -------------------------------------------------------------------------------------------
