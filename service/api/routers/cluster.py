@@ -87,9 +87,10 @@ def healthz() -> dict[str, Any]:
     "/readyz",
     response_model=Health,
     responses={503: {"model": Health}},
-    summary="Readiness: connected to ZooKeeper with a cluster view",
+    summary="Readiness: connected to ZooKeeper; details say the connection state and why no decisions",
 )
 def readyz(service: ServiceDep) -> Any:
+    details = service.readiness()
     if service.ready():
-        return {"status": "ready", "details": {"leader": bool(service.is_leader())}}
-    return JSONResponse({"status": "not ready", "details": {}}, status_code=503)
+        return {"status": "ready", "details": details}
+    return JSONResponse({"status": "not ready", "details": details}, status_code=503)
