@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from balancer.bundles import BundleRange, NamespaceBundles, split_bundle_name
@@ -41,6 +41,7 @@ class AuditReport:
     violations: list[str] = field(default_factory=list)
     double_owners: list[str] = field(default_factory=list)
     unowned_episodes_ms: list[int] = field(default_factory=list)
+    unowned_episodes: list[tuple[int, int, str]] = field(default_factory=list)  # (start ms, length, bundle)
     longest_unowned: tuple[int, str] = (0, "")
 
     def summary(self) -> dict[str, Any]:
@@ -193,6 +194,7 @@ class _Replay:
             return
         length = now_ms - max(start, self.since_ms)
         self.r.unowned_episodes_ms.append(length)
+        self.r.unowned_episodes.append((max(start, self.since_ms), length, bundle))
         if length > self.r.longest_unowned[0]:
             self.r.longest_unowned = (length, bundle)
 
@@ -208,11 +210,38 @@ def _overlap(other: str, ns: str, rng: BundleRange) -> bool:
     return other_ns == ns and other_rng.lower < rng.upper and rng.lower < other_rng.upper
 
 
-def audit(history: Iterable[Txn], since_ms: int = 0, end_ms: int | None = None) -> AuditReport:
-    """Replay ``history`` (zxid order) and judge every write; see the module docstring for the rules."""
+def _under(path: str | None, chroot: str) -> str | None:
+    if path is None or not chroot:
+        return path
+    if path == chroot:
+        return "/"
+    return path[len(chroot) :] if path.startswith(chroot + "/") else None
+
+
+def _chrooted(t: Txn, chroot: str) -> Txn | None:
+    """``t`` as a client of ``chroot`` sees it, or None when it touches nothing below it."""
+    ops = tuple(replace(op, path=_under(op.path, chroot)) for op in t.ops)
+    ops = tuple(op for op in ops if op.path is not None or op.kind == "error")
+    closed = tuple(p for p in (_under(c, chroot) for c in t.closed_paths) if p is not None)
+    if t.kind not in ("closeSession", "createSession") and not any(op.path for op in ops):
+        return None
+    return replace(t, ops=ops, closed_paths=closed)
+
+
+def audit(
+    history: Iterable[Txn], since_ms: int = 0, end_ms: int | None = None, chroot: str = ""
+) -> AuditReport:
+    """Replay ``history`` (zxid order) and judge every write; see the module docstring for the rules.
+
+    ``chroot``: judge only the nodes below it, as the clients of that chroot name them (tests share
+    one ensemble between chroots).
+    """
     replay = _Replay(since_ms)
     last = 0
+    chroot = chroot.rstrip("/")
     for t in history:
-        replay.apply(t)
+        seen = _chrooted(t, chroot) if chroot else t
+        if seen is not None:
+            replay.apply(seen)
         last = max(last, t.time_ms)
     return replay.finish(end_ms if end_ms is not None else last)
