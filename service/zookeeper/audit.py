@@ -190,7 +190,7 @@ class _Replay:
 
     def _episode_end(self, bundle: str, now_ms: int) -> None:
         start = self.unowned_since.pop(bundle, None)
-        if start is None or now_ms < self.since_ms:
+        if start is None or now_ms <= self.since_ms:
             return
         length = now_ms - max(start, self.since_ms)
         self.r.unowned_episodes_ms.append(length)
