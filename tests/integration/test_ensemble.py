@@ -258,10 +258,11 @@ def test_members_restart_on_their_data_dirs_and_keep_the_cluster(
     assert report.ownership_creates >= len(layout) and report.leader_writes > 0
 
 
-def test_loadmgr_zookeeper_ensemble_command_serves_and_stops_on_ctrl_c() -> None:
+@pytest.mark.parametrize("size", [1, 3, 5])
+def test_loadmgr_zookeeper_ensemble_command_serves_and_stops_on_ctrl_c(size: int) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "zookeeper", "--ensemble", "3"],
+        [sys.executable, "-m", "service", "zookeeper", "--ensemble", str(size)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -280,15 +281,17 @@ def test_loadmgr_zookeeper_ensemble_command_serves_and_stops_on_ctrl_c() -> None
                 break
         hosts = lines[-1].split("=", 1)[1].strip()
         pids = [int(x.split("(pid ")[1].split(")")[0]) for x in lines if x.strip().startswith("member ")]
-        assert len(hosts.split(",")) == 3 and len(pids) == 3, lines
+        assert len(hosts.split(",")) == size and len(pids) == size, lines
         client = KazooClient(hosts=hosts, timeout=10)
         client.start(timeout=15)
         client.create("/hello", b"ensemble")
         assert client.get("/hello")[0] == b"ensemble"
         client.stop()
         client.close()
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+        # SIGINT to the command alone (not its group): it must stop every member itself.
+        proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
+        assert "ZooKeeper ensemble stopped" in proc.stdout.read()
         for pid in pids:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
