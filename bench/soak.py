@@ -25,8 +25,6 @@ import json
 import os
 import random
 import signal
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,12 +38,14 @@ from kazoo.exceptions import NoNodeError
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))
+from soak_process import Proc  # noqa: E402
+from soak_report import build_report  # noqa: E402
+
 from service.broker.workload import skewed_scenario  # noqa: E402
 from service.zookeeper import paths as P  # noqa: E402
-from service.zookeeper.audit import audit  # noqa: E402
 from service.zookeeper.ensemble import ZooKeeperEnsemble, _free_ports  # noqa: E402
 from service.zookeeper.store import ZkStore  # noqa: E402
-from service.zookeeper.txnlog import cross_check, merged_history  # noqa: E402
 
 SESSION_S = 4.0
 SHED_INTERVAL_S = 3.0
@@ -77,50 +77,6 @@ WEIGHTS = {
     "kill_zk_member": 1,
     "pause_zk_member": 1,
 }
-
-
-class Proc:
-    """One loadmgr process we can kill, freeze and start again with the same arguments."""
-
-    def __init__(self, name: str, cmd: list[str], env: dict[str, str], log_dir: Path) -> None:
-        self.name, self.cmd, self.env, self.log_dir = name, cmd, env, log_dir
-        self.p: subprocess.Popen[bytes] | None = None
-        self.paused = False
-        self.starts = 0
-
-    def start(self) -> None:
-        self.starts += 1
-        log = (self.log_dir / f"{self.name.replace(':', '_')}.{self.starts}.log").open("wb")
-        self.p = subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        self.paused = False
-
-    @property
-    def alive(self) -> bool:
-        return self.p is not None and self.p.poll() is None
-
-    def signal(self, sig: int) -> None:
-        if self.alive:
-            assert self.p is not None
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.p.pid, sig)
-
-    def kill(self) -> None:
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGKILL)
-        if self.p is not None:
-            with contextlib.suppress(Exception):
-                self.p.wait(timeout=10)
-        self.paused = False
-
-    def terminate(self) -> None:
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        if self.p is not None:
-            try:
-                self.p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 class Soak:
@@ -417,69 +373,8 @@ class Soak:
         end_ms = int(time.time() * 1000)
         final_bundles = len(self.bundles())
         self.stop()
-        return self.report(since_ms, end_ms, settled, final_bundles)
-
-    def report(self, since_ms: int, end_ms: int, settled: bool, final_bundles: int) -> dict[str, Any]:
-        files = self.ensemble.txn_log_files()
-        toolkit = [p for f in files for p in cross_check(f)]
-        history = merged_history(files)
-        rep = audit(history.txns, since_ms=since_ms, end_ms=end_ms)
         bound_ms = int((SESSION_S + SHED_INTERVAL_S + OWNERSHIP_POLL_S) * 1000)
-        episodes = rep.unowned_episodes_ms
-        fo = sorted(self.failovers)
-        steps = sum(
-            v for k, v in self.steps.items() if not k.startswith("heal_") and k != "pause_without_failover"
-        )
-        return {
-            "minutes": self.args.minutes,
-            "seed": self.args.seed,
-            "steps": steps,
-            "stepsByKind": dict(sorted(self.steps.items())),
-            "faults": dict(sorted(self.faults.items())),
-            "restCalls": dict(sorted(self.rest.items())),
-            "failoverSeconds": {
-                "count": len(fo),
-                "min": round(fo[0], 2) if fo else None,
-                "median": round(statistics.median(fo), 2) if fo else None,
-                "max": round(fo[-1], 2) if fo else None,
-            },
-            "unownedBoundMs": bound_ms,
-            "unownedEpisodes": len(episodes),
-            "unownedOverBound": sum(1 for e in episodes if e > bound_ms),
-            "unownedMedianMs": int(statistics.median(episodes)) if episodes else 0,
-            "longestUnownedMs": rep.longest_unowned[0],
-            "longestUnownedBundle": rep.longest_unowned[1],
-            "doubleOwnersAudit": len(rep.double_owners),
-            "doubleOwnersLiveSamples": len(self.live_double),
-            "auditViolations": len(rep.violations),
-            "audit": rep.summary(),
-            "txnLogFiles": len(files),
-            "toolkitDisagreements": toolkit,
-            "zxidConflicts": history.conflicts,
-            "uncommittedProposals": len(history.uncommitted),
-            "settledAfter": settled,
-            "finalBundles": final_bundles,
-            "overBound": [
-                {
-                    "startMs": start - since_ms,
-                    "lengthMs": length,
-                    "bundle": bundle,
-                    "faultsAround": [
-                        f"{t - since_ms}: {w}"
-                        for t, w in self.timeline
-                        if start - 12_000 <= t <= start + length
-                    ],
-                }
-                for start, length, bundle in rep.unowned_episodes
-                if length > bound_ms
-            ][:20],
-            "examples": {
-                "violations": rep.violations[:10],
-                "doubleOwners": rep.double_owners[:10],
-                "liveDouble": self.live_double[:10],
-            },
-            "workDir": str(self.work),
-        }
+        return build_report(self, since_ms, end_ms, settled, final_bundles, bound_ms)
 
 
 def main() -> int:
