@@ -121,6 +121,7 @@ class BrokerAgent:
         )
         self._last_written: LocalBrokerData | None = None
         self._owned: frozenset[str] = frozenset()  # replaced, never mutated: read from other threads
+        self._disconnected_at: float | None = None
         self._registered_session: int | None = None
         self._ever_registered = False
         self._dirty = True
@@ -166,13 +167,35 @@ class BrokerAgent:
         # Runs on kazoo's thread: flag and wake only.
         if state == "LOST":
             self._registered_session = None
+            self._owned = frozenset()  # the ownership nodes died with the session: stop serving now
+        if state == "CONNECTED":
+            self._disconnected_at = None
+        elif self._disconnected_at is None:
+            self._disconnected_at = time.monotonic()
         self._wake.set()
+
+    def _stop_serving_if_cut_off(self) -> None:
+        """Stop serving once disconnected long enough that the session may have expired on the server.
+
+        The server expires a session a session timeout after it last heard from the client; kazoo
+        notices a dead connection up to two thirds of that timeout late, so after one more third the
+        ensemble may already have handed this broker's bundles to another: stop serving before that.
+        Reconnected on the same session, the next poll serves again whatever nodes are still ours.
+        """
+        since = self._disconnected_at
+        if since is not None and self._owned and time.monotonic() - since >= self.store.session_timeout_s / 3:
+            log.warning(
+                "agent %s cut off from ZooKeeper; not serving %d bundle(s)", self.broker_id, len(self._owned)
+            )
+            self._owned = frozenset()
+            self._dirty = True
 
     # ---- loop -----------------------------------------------------------------------------------------
     def _run(self) -> None:
         next_report = 0.0
         while not self._stop.is_set():
             try:
+                self._stop_serving_if_cut_off()
                 if self.store.connected:
                     self._ensure_registered()
                     if self.source.manages_ownership:
@@ -223,7 +246,7 @@ class BrokerAgent:
                     log.info("agent %s released %s", self.broker_id, bundle)
         for bundle, a in sorted(assignments.items()):
             wanted = a.value.broker == self.broker_id and bundle in live and bundle not in owners
-            if wanted and self.store.acquire(bundle, self.broker_id, self.urls):
+            if wanted and self.store.acquire(bundle, self.broker_id, self.urls, a.version):
                 log.info("agent %s took %s", self.broker_id, bundle)
                 self._owned = self._owned | {bundle}
                 changed = True

@@ -1,4 +1,5 @@
-"""``loadmgr zookeeper``: a real standalone ZooKeeper in the foreground, for local clusters and demos."""
+"""``loadmgr zookeeper``: a real ZooKeeper in the foreground (one standalone server, or an ensemble of N
+quorum peers with ``--ensemble N``), for local clusters, demos and trying a replicated setup."""
 
 from __future__ import annotations
 
@@ -8,12 +9,22 @@ import threading
 from typing import Any
 
 from service.commands import argtypes
+from service.zookeeper.ensemble import ENSEMBLE_SIZES
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser("zookeeper", help="Run an embedded ZooKeeper until Ctrl-C")
-    p.add_argument("--port", type=argtypes.port, help="Client port (default: a free one)")
+    p = sub.add_parser("zookeeper", help="Run an embedded ZooKeeper (or an ensemble) until Ctrl-C")
+    p.add_argument(
+        "--port", type=argtypes.port, help="Client port (default: a free one; not with --ensemble)"
+    )
     p.add_argument("--data-dir", help="Data directory (default: a private temporary one)")
+    p.add_argument(
+        "--ensemble",
+        type=int,
+        metavar="N",
+        help=f"Run N quorum peers ({', '.join(map(str, ENSEMBLE_SIZES))}) on free loopback ports, each "
+        "with its own data dir and myid (under --data-dir if given)",
+    )
     p.add_argument(
         "--heap-mb",
         type=int,
@@ -23,6 +34,11 @@ def register(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    if args.ensemble is not None:
+        return _run_ensemble(args, stop)
     from pydantic import ValidationError
 
     from service.settings import Settings
@@ -39,9 +55,6 @@ def _run(args: argparse.Namespace) -> int:
     if heap_mb < 64:
         print(f"loadmgr: --heap-mb must be at least 64 (MiB), got {heap_mb}")
         return 2
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     with EmbeddedZooKeeper(port=args.port, data_dir=args.data_dir, heap_mb=heap_mb) as zk:
         print(
             f"ZooKeeper serving at {zk.hosts} (pid {zk.pid}, heap {heap_mb} MiB); Ctrl-C to stop", flush=True
@@ -52,4 +65,30 @@ def _run(args: argparse.Namespace) -> int:
                 print("loadmgr: ZooKeeper exited unexpectedly")
                 return 1
     print("ZooKeeper stopped", flush=True)
+    return 0
+
+
+def _run_ensemble(args: argparse.Namespace, stop: threading.Event) -> int:
+    from service.zookeeper.ensemble import ZooKeeperEnsemble
+
+    if args.ensemble not in ENSEMBLE_SIZES:
+        print(f"loadmgr: --ensemble {args.ensemble}: must be one of {', '.join(map(str, ENSEMBLE_SIZES))}")
+        return 2
+    if args.port is not None:
+        print("loadmgr: --port does not apply to --ensemble (every member takes a free port)")
+        return 2
+    with ZooKeeperEnsemble(args.ensemble, base_dir=args.data_dir) as ens:
+        for m, mode in zip(ens.members, ens.modes(), strict=True):
+            print(
+                f"  member {m.myid}: 127.0.0.1:{m.port} (pid {m.pid}) {mode}, data {m.data_dir}", flush=True
+            )
+        print(f"ZooKeeper ensemble of {ens.size} serving at {ens.hosts}; Ctrl-C to stop", flush=True)
+        print(f"  export LOADMGR_ZK_HOSTS={ens.hosts}", flush=True)
+        while not stop.wait(0.5):
+            # A member that dies is reported, not fatal: the ensemble serves while a quorum is up.
+            dead = [m.myid for m in ens.members if not m.running]
+            if len(dead) > ens.size // 2:
+                print(f"loadmgr: members {dead} exited; the ensemble has no quorum")
+                return 1
+    print("ZooKeeper ensemble stopped", flush=True)
     return 0

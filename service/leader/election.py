@@ -95,6 +95,15 @@ class LeaderElection:
         """True only while leading on a connection that is up: callers re-check before every write."""
         return self._leader and self._state == "CONNECTED" and not self._resync and self._store.connected
 
+    @property
+    def connection_state(self) -> str:
+        """The last kazoo state seen: ``CONNECTED``, ``SUSPENDED`` or ``LOST``."""
+        return self._state
+
+    def leading_unconfirmed(self) -> bool:
+        """Still holding leadership, but not deciding until the node is confirmed after a reconnect."""
+        return self._leader and not self.is_leader()
+
     def fence(self) -> Versioned[str] | None:
         """The epoch to fence writes on, or None when this instance must not write."""
         return self._fence if self.is_leader() else None

@@ -155,7 +155,8 @@ class ZkExecutor:
         owner = self._store.read_owner(bundle)
         current = self._store.read_assignment(bundle)
         broker = owner.broker if owner is not None else (current.value.broker if current else None)
-        tx = self._store.fenced(self.current_fence())
+        fence = self.current_fence()
+        tx = self._store.fenced(fence)
         tx.set_json(P.policies_path(ns), self._store.layout_doc(ns, new_layout), got.version)
         # Pulsar (NamespaceService.updateNamespaceBundlesForPolicies) keeps the bundles of the
         # namespace's Policies node in step with LocalPolicies; admin tools read them there.
@@ -170,7 +171,7 @@ class ZkExecutor:
         if current is not None:
             tx.delete(P.assignment_path(bundle), current.version)
         tx.commit()
-        self._store.delete_bundle_data(bundle)
+        self._store.delete_bundle_data(bundle, fence)
         return children
 
 

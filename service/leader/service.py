@@ -171,6 +171,25 @@ class LoadManagerService:
             reasons.append(f"no successful shedding cycle for {time.monotonic() - since:.0f} s")
         return reasons
 
+    def readiness(self) -> dict[str, Any]:
+        """What ``/readyz`` reports: the ZooKeeper connection state, whether this instance leads and
+        decides, and, when it does not decide although it was leading, why (operators see a quorum
+        loss here as the reason no moves happen)."""
+        state = "CONNECTED" if self.store.connected else self.election.connection_state
+        details: dict[str, Any] = {"zookeeper": state, "leader": self.is_leader()}
+        if not self._started:
+            details["reason"] = "not started"
+        elif state == "SUSPENDED" or (state == "CONNECTED" and not self.store.connected):
+            details["reason"] = (
+                "ZooKeeper connection suspended (the member is down or the ensemble has no quorum); "
+                f"no decisions until it is back, the session survives up to {self.store.session_timeout_s:g}s"
+            )
+        elif state == "LOST":
+            details["reason"] = "ZooKeeper session lost; reconnecting with a new session, leadership given up"
+        elif self.election.leading_unconfirmed():
+            details["reason"] = "reconnected; re-checking the leader node before deciding again"
+        return details
+
     def is_leader(self) -> bool:
         return self.election.is_leader()
 

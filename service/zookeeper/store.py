@@ -9,6 +9,7 @@ checks below), so a node's content can only ever make that node skipped, never r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -164,8 +165,15 @@ class ZkStore(JsonZk):
         tx.commit()
         return version + 1  # a CAS at ``version`` leaves ``version + 1``; a create leaves 0
 
-    def delete_bundle_data(self, bundle: str) -> None:
-        self.delete(P.bundle_data_path(bundle))
+    def delete_bundle_data(self, bundle: str, fence: Versioned[str] | None = None) -> None:
+        """Delete a bundle's data node; with ``fence`` only while that leader epoch holds (a replaced
+        leader's late clean-up must not remove what the new leader keeps). Absent is not an error."""
+        path = P.bundle_data_path(bundle)
+        if fence is None:
+            self.delete(path)
+            return
+        with contextlib.suppress(StaleWrite):  # absent, or the epoch moved on: either way nothing to do
+            self.fenced(fence).delete(path).commit()
 
     def write_time_average(self, broker_id: str, data: TimeAverageBrokerData) -> None:
         self.put_json(P.time_average_path(broker_id), data.to_json_dict())
@@ -272,8 +280,14 @@ class ZkStore(JsonZk):
         got = self._get(path)
         return None if got is None else self.decode_assignment(path, *got)
 
-    def acquire(self, bundle: str, broker_id: str, urls: dict[str, str]) -> bool:
+    def acquire(
+        self, bundle: str, broker_id: str, urls: dict[str, str], assignment_version: int | None = None
+    ) -> bool:
         """Create this session's ephemeral ownership node; False if someone already owns the bundle.
+
+        With ``assignment_version`` the create is one transaction with a check that the assignment
+        node is still the one read: a broker never takes a bundle the leader has just sent elsewhere,
+        which the transaction-log audit of ``bench/soak.py`` relies on.
 
         The node is Pulsar's NamespaceEphemeralData (nativeUrl, httpUrl, disabled,
         advertisedListeners). Pulsar derives the owner from httpUrl, so ``brokerId`` is added only
@@ -286,7 +300,11 @@ class ZkStore(JsonZk):
         if named != broker_id:
             doc["brokerId"] = broker_id
         try:
-            self.put_json(P.ownership_path(bundle), doc, version=-1, ephemeral=True)
+            if assignment_version is None:
+                self.put_json(P.ownership_path(bundle), doc, version=-1, ephemeral=True)
+            else:
+                tx = self.fenced(None).check(P.assignment_path(bundle), assignment_version)
+                tx.create_json(P.ownership_path(bundle), doc, ephemeral=True).commit()
             return True
         except StaleWrite:
             return False

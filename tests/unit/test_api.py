@@ -62,6 +62,9 @@ class FakeService:
     def leader_info(self) -> dict[str, Any] | None:
         return {"id": "me", "url": "http://127.0.0.1:1"} if self.leader else None
 
+    def readiness(self) -> dict[str, Any]:
+        return {"zookeeper": "CONNECTED", "leader": True}
+
     def ready(self) -> bool:
         return not self.not_ready_reasons()
 

@@ -99,10 +99,11 @@ def healthz() -> dict[str, Any]:
     "/readyz",
     response_model=Health,
     responses={503: {"model": Health}},
-    summary="Readiness: connected to ZooKeeper with a cluster view",
+    summary="Readiness: connected to ZooKeeper; details say the connection state and why no decisions",
 )
 def readyz(service: ServiceDep) -> Any:
+    details = service.readiness()
     reasons = service.not_ready_reasons()
     if not reasons:
-        return {"status": "ready", "details": {"leader": bool(service.is_leader())}}
-    return JSONResponse({"status": "not ready", "details": {"reasons": reasons}}, status_code=503)
+        return {"status": "ready", "details": details}
+    return JSONResponse({"status": "not ready", "details": {**details, "reasons": reasons}}, status_code=503)
