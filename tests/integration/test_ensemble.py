@@ -196,7 +196,9 @@ def test_quorum_lost_stops_every_decision_and_recovers_to_one_leader(
     _start(c)
     checker = OwnershipChecker(c)
     checker.start()
-    apps = {s.instance_id: TestClient(create_app(s, s.settings)) for s in c.services}
+    apps = {
+        s.instance_id: TestClient(create_app(s, s.settings), base_url="http://127.0.0.1") for s in c.services
+    }
     victims = random.Random(7).sample(range(3), 2)
     for i in victims:
         ensemble.kill(i)

@@ -26,7 +26,7 @@ from service.broker.workload import Scenario
 from service.leader.cluster_view import DecisionLog
 from service.leader.executors import ZkExecutor
 from service.leader.jobs import LeaderJobs
-from service.leader.load_view import LoadView
+from service.leader.load_view import LoadView, Snapshot
 from service.leader.metrics_sink import NoMetrics
 from service.leader.service import make_strategies
 from service.zookeeper import paths as P
@@ -142,17 +142,21 @@ def test_bundle_data_job_keeps_time_average_of_a_broker_registered_after_its_sna
     try:
         config = fast_config()
         shedder, placement = make_strategies(config)
-        jobs = _jobs(store, LoadView(), DecisionLog(5))
-        read_quotas: Callable[[], object] = store.read_quotas
+        view = LoadView()
+        jobs = _jobs(store, view, DecisionLog(5))
+        snapshot: Callable[..., Snapshot] = view.snapshot
 
-        def register_then_read_quotas() -> object:  # runs inside the refresh, after the brokers were read
-            store.read_quotas = read_quotas  # type: ignore[method-assign]
+        def snapshot_then_register(*args: object, **kw: object) -> Snapshot:
+            # runs inside the refresh: the brokers are read (from the watch cache), then b2 registers
+            view.snapshot = snapshot  # type: ignore[method-assign]
+            snap = snapshot(*args, **kw)
             late.register_broker("b2:8080", LocalBrokerData(web_service_url="http://b2:8080"))
             late.write_time_average("b2:8080", TimeAverageBrokerData())
-            return read_quotas()
+            return snap
 
-        store.read_quotas = register_then_read_quotas  # type: ignore[method-assign]
+        view.snapshot = snapshot_then_register  # type: ignore[method-assign]
         jobs.write_bundle_data(config, shedder, placement)
+        assert "b2:8080" not in (view.last.brokers if view.last else {})  # it really came after the snapshot
         assert store.client.exists(P.time_average_path("b2:8080")) is not None
         # A broker really gone still loses its node.
         store.write_time_average("gone:1", TimeAverageBrokerData())
