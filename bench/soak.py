@@ -50,7 +50,7 @@ from service.zookeeper.store import ZkStore  # noqa: E402
 SESSION_S = 4.0
 SHED_INTERVAL_S = 3.0
 OWNERSHIP_POLL_S = 0.3
-TOKEN = "soak"
+TOKEN = "soak-admin-token-for-loopback"  # >= 16 characters: serve warns about shorter ones
 NAMESPACE = "public/soak"
 INITIAL_BUNDLES = 16
 MAX_BUNDLES = 40
@@ -112,6 +112,8 @@ class Soak:
         env.update(
             LOADMGR_ZK_HOSTS=hosts, LOADMGR_ZK_SESSION_TIMEOUT_S=str(SESSION_S), LOADMGR_LOG_LEVEL="WARNING"
         )
+        # serve refuses a token in argv (it shows in ps): the environment carries it.
+        env["LOADMGR_API_TOKEN"] = TOKEN
         logs = self.work / "logs"
         logs.mkdir()
         for port in _free_ports(3):
@@ -123,8 +125,6 @@ class Soak:
                 "serve",
                 "--port",
                 str(port),
-                "--token",
-                TOKEN,
                 "--no-history",
             ]
             self.serves[iid] = Proc(iid, cmd, {**env, "LOADMGR_INSTANCE_ID": iid}, logs)

@@ -15,6 +15,9 @@ from tests.integration.conftest import Cluster, fast_config, wait_for
 pytestmark = pytest.mark.integration
 
 
+FAILED_BUNDLE_DATA = {"cluster": "standalone", "job": "bundle-data"}
+
+
 def test_consecutive_job_failures_make_the_leader_unready(cluster: Cluster) -> None:
     config = fast_config()
     cluster.scenario(Scenario(namespaces={"ready/ns": 2}))
@@ -34,12 +37,12 @@ def test_consecutive_job_failures_make_the_leader_unready(cluster: Cluster) -> N
         assert svc.job_failures["bundle-data"] == n
     assert not svc.ready()
     assert svc.not_ready_reasons() == ["bundle-data job failed 3 times in a row"]
-    assert metrics.registry.get_sample_value("loadmgr_job_failures_total", {"job": "bundle-data"}) == 3
+    assert metrics.registry.get_sample_value("loadmgr_job_failures_total", FAILED_BUNDLE_DATA) == 3
     assert follower.ready()  # not the follower's job
 
     svc._leader_job("bundle-data", svc.jobs.write_bundle_data)  # one good run clears it
     assert svc.ready(), svc.not_ready_reasons()
-    assert metrics.registry.get_sample_value("loadmgr_job_failures_total", {"job": "bundle-data"}) == 3
+    assert metrics.registry.get_sample_value("loadmgr_job_failures_total", FAILED_BUNDLE_DATA) == 3
 
 
 def test_a_leader_whose_jobs_stall_is_unready_until_a_cycle_runs(cluster: Cluster) -> None:
