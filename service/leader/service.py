@@ -30,11 +30,12 @@ from balancer.placement.registry import create_placement
 from balancer.shedding.base import LoadSheddingStrategy
 from balancer.shedding.registry import create_shedder
 from service.errors import AdminRequired, NotLeader, ServiceError, StoreUnavailable
+from service.leader.clock import now_ms
 from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
 from service.leader.election import LeaderElection
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.identity import LeaderIdentity
-from service.leader.jobs import LeaderJobs, now_ms
+from service.leader.jobs import LeaderJobs
 from service.leader.load_view import LoadView
 from service.leader.metrics_sink import MetricsSink, NoMetrics
 from service.leader.schedule import LeaderSchedule, job_intervals
