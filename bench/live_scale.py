@@ -45,9 +45,10 @@ sys.path.insert(0, str(ROOT))
 from balancer.config import LoadBalancerConfig  # noqa: E402
 from balancer.cycle import plan_shedding_cycle  # noqa: E402
 from service.demo.synthetic import SyntheticCluster  # noqa: E402
+from service.leader.clock import now_ms  # noqa: E402
 from service.leader.cluster_view import DecisionLog  # noqa: E402
 from service.leader.executors import ZkExecutor  # noqa: E402
-from service.leader.jobs import LeaderJobs, now_ms  # noqa: E402
+from service.leader.jobs import LeaderJobs  # noqa: E402
 from service.leader.load_view import LoadView  # noqa: E402
 from service.leader.metrics_sink import NoMetrics  # noqa: E402
 from service.leader.service import make_strategies  # noqa: E402

@@ -1,4 +1,5 @@
-"""The leader's periodic work, one method per APScheduler job, plus the moves they share.
+"""The leader's periodic work, one method per APScheduler job, plus the moves they share; the split
+job and manual splits are :mod:`service.leader.split_jobs`, mixed into ``LeaderJobs``.
 
 Every job runs under the service lock: it takes one snapshot (from the watch cache, which the
 service brings up to date before taking the lock), decides purely with ``balancer``, then writes
@@ -12,30 +13,22 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from balancer.bundles import split_bundle_name
 from balancer.config import LoadBalancerConfig
 from balancer.cycle import CyclePlan, Move, plan_shedding_cycle
-from balancer.errors import InvalidInput, UnknownBundle
 from balancer.explain import Explanation, explain
 from balancer.loaddata import top_k_bundles_to_write
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.pipeline import assign_bundle
 from balancer.shedding.base import LoadSheddingStrategy
-from balancer.split.algorithms import (
-    SPECIFIED_POSITIONS_DIVIDE,
-    resolve_algorithm,
-    split_boundaries,
-    split_layout,
-)
-from balancer.split.conditions import find_bundles_to_split, split_enabled
-from balancer.split.unload import split_unload
 from service.errors import ServiceError, StaleWrite
+from service.leader.clock import now_ms
 from service.leader.cluster_view import DecisionLog, DecisionRecord
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.load_view import LoadView, Snapshot
+from service.leader.split_jobs import SplitJobs
 from service.zookeeper import paths as P
 from service.zookeeper.batch import Op, commit_batches
 from service.zookeeper.records import parse_assignment
@@ -45,15 +38,10 @@ if TYPE_CHECKING:
     from service.leader.metrics_sink import MetricsSink
 
 log = logging.getLogger(__name__)
-TOPIC_FREE_ALGORITHMS = ("range_equally_divide", SPECIFIED_POSITIONS_DIVIDE)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class LeaderJobs:
-    """Shedding cycle, orphan reconciliation, bundle-data writer and auto split, for one leader."""
+class LeaderJobs(SplitJobs):
+    """Shedding cycle, orphan reconciliation, bundle-data writer and (``SplitJobs``) split, for one leader."""
 
     def __init__(
         self,
@@ -340,86 +328,3 @@ class LeaderJobs:
             registered = set(self.store.broker_ids())
             ops += [Op.delete(P.time_average_path(b), -1, b) for b in gone if b not in registered]
         commit_batches(self.store, ops, fence)
-
-    # ---- split -------------------------------------------------------------------------------------------
-    def auto_split(
-        self, config: LoadBalancerConfig, shedder: LoadSheddingStrategy, placement: PlacementStrategy
-    ) -> int:
-        snap = self.view.refresh(self.store, now_ms(), (shedder, placement), sample=False)
-        if split_enabled(self.view.load, config) is not None:
-            return 0  # switched off, or a single broker: Pulsar's checkNamespaceBundleSplit returns too
-        counts = {ns: len(got.value.ranges) for ns, got in snap.layouts.items()}
-        done = 0
-        for cand in find_bundles_to_split(self.view.load, config, counts):
-            if not self.is_leader():
-                break
-            unload, unload_why = split_unload(cand.bundle, cand.broker, self.view.load, config, self.view.ctx)
-            cand.explanation.numbers.update(unload=unload, unloadReason=unload_why.reason)
-            try:
-                self.split(
-                    cand.bundle,
-                    None,
-                    None,
-                    config,
-                    snap,
-                    cand.explanation,
-                    kind="split",
-                    unload=unload,
-                    strategies=(shedder, placement),
-                )
-                done += 1
-            except (ServiceError, InvalidInput, UnknownBundle) as e:
-                log.warning("auto split of %s skipped: %s", cand.bundle, e)
-        self.metrics.auto_splits(done)
-        return done
-
-    def split(
-        self,
-        bundle: str,
-        algorithm: str | None,
-        positions: Sequence[int] | None,
-        config: LoadBalancerConfig,
-        snap: Snapshot,
-        why: Explanation,
-        kind: Any = "manual",
-        unload: bool = False,
-        strategies: tuple[LoadSheddingStrategy, PlacementStrategy] | None = None,
-    ) -> DecisionRecord:
-        """Split ``bundle``; with ``unload`` its children are unloaded and placed afresh (Pulsar's
-        ``split?unload=true``), otherwise they stay with the parent's owner (the admin default)."""
-        ns, rng = split_bundle_name(bundle)
-        layout = snap.layouts.get(ns)
-        if layout is None or not layout.value.contains(rng):
-            raise UnknownBundle(bundle)
-        owner = snap.owners.get(bundle)
-        alg = resolve_algorithm(algorithm, config)  # 412 for a name outside the supported list
-        if self.executor.remote_split:
-            self.executor.split(bundle, algorithm, positions, unload=unload)
-            children: list[str] = []
-        else:
-            if alg not in TOPIC_FREE_ALGORITHMS:
-                raise InvalidInput(
-                    "algorithm", alg, "needs topic names, which the ZooKeeper executor does not have"
-                )
-            stats = self.view.load.broker_data.get(owner.broker) if owner else None
-            n_topics = (
-                stats.local_data.last_stats[bundle].topics
-                if stats and bundle in stats.local_data.last_stats
-                else 2
-            )
-            topics = [f"{bundle}#{i}" for i in range(max(n_topics, 2))]
-            cuts = split_boundaries(alg, rng, config, topics=topics, positions=positions)
-            if split_layout(layout.value, rng, cuts) is None:
-                raise InvalidInput("bundle", bundle, f"{alg} yields no boundary inside {rng.text}")
-            children = self.executor.split(bundle, SPECIFIED_POSITIONS_DIVIDE, cuts, unload=unload)
-            why.numbers.setdefault("algorithm", alg)
-            why.numbers.setdefault("boundaries", [f"0x{c:08x}" for c in cuts])
-        self.view.forget(bundle)
-        why.numbers.setdefault("children", children)
-        why.numbers.setdefault("unload", unload)
-        if unload and strategies is not None and self.zk_native and self.is_leader():
-            # The children were left unassigned: place them now, as Pulsar's next lookup would.
-            fresh = self.view.refresh(self.store, now_ms(), strategies, sample=False)
-            self._reconcile(fresh, config, strategies[1])
-        self.metrics.split_done(why.reason)
-        return self._record(kind, why, bundle=bundle, source=owner.broker if owner else None)

@@ -5,7 +5,9 @@ It campaigns for leadership (:mod:`service.leader.election`); while it leads, th
 shedding, reconcile, bundle-data and split.
 
 Jobs are paused while this instance does not lead and each re-checks leadership before writing.
-Thread-safe: every method may be called from the REST layer's threads.
+Thread-safe: every method may be called from the REST layer's threads. Readiness
+(:mod:`service.leader.readiness`) and the operator's unload, split and lookup
+(:mod:`service.leader.operations`) are mixins in their own modules.
 """
 
 from __future__ import annotations
@@ -16,28 +18,29 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from balancer.bundles import NamespaceBundles, split_bundle_name, topic_namespace
+from balancer.bundles import NamespaceBundles
 from balancer.config import LoadBalancerConfig
 from balancer.cycle import CyclePlan, plan_shedding_cycle
-from balancer.errors import UnknownBroker, UnknownBundle
 from balancer.explain import explain
 from balancer.placement.base import PlacementStrategy
-from balancer.placement.pipeline import select_broker
 from balancer.placement.registry import create_placement
 from balancer.shedding.base import LoadSheddingStrategy
 from balancer.shedding.registry import create_shedder
-from service.errors import AdminRequired, NotLeader, ServiceError, StoreUnavailable
+from service.errors import ServiceError, StoreUnavailable
+from service.leader.clock import now_ms
 from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
 from service.leader.election import LeaderElection
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.identity import LeaderIdentity
-from service.leader.jobs import LeaderJobs, now_ms
+from service.leader.jobs import LeaderJobs
 from service.leader.load_view import LoadView
 from service.leader.metrics_sink import MetricsSink, NoMetrics
-from service.leader.schedule import LeaderSchedule, job_intervals
+from service.leader.operations import ManualOperations
+from service.leader.readiness import Readiness
+from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
 from service.zookeeper.namespaces import NamespaceAdmin
 from service.zookeeper.security import ZkSecurity
@@ -45,8 +48,6 @@ from service.zookeeper.store import ZkStore
 from service.zookeeper.validate import path_kind
 
 log = logging.getLogger(__name__)
-JOB_FAILURES_NOT_READY = 3  # one failure can be a ZooKeeper blip; three in a row is a stuck job
-STALE_VIEW_INTERVALS = 3
 
 
 def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
@@ -54,7 +55,7 @@ def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, P
     return shedder, create_placement(config.loadBalancerLoadPlacementStrategy, shedder=shedder)
 
 
-class LoadManagerService:
+class LoadManagerService(Readiness, ManualOperations):
     """One load-manager instance. ``start()`` connects and campaigns; ``stop()`` steps down and closes.
 
     ``executor`` defaults to the ZooKeeper-native one; pass a ``PulsarAdminExecutor`` to drive a
@@ -142,53 +143,6 @@ class LoadManagerService:
             with contextlib.suppress(Exception):
                 self.history.close()
         self.store.stop()
-
-    def ready(self) -> bool:
-        """Started, connected to ZooKeeper and, while leading, actually doing the leader's work."""
-        return not self.not_ready_reasons()
-
-    def not_ready_reasons(self) -> list[str]:
-        """Why this instance is not ready (empty: ready).
-
-        Connected is not enough: a leader whose jobs fail every run, or whose view has not been
-        refreshed for several intervals, balances nothing while looking healthy. So a leader is not
-        ready after ``JOB_FAILURES_NOT_READY`` consecutive failures of one job or when its last
-        successful shedding cycle is older than ``STALE_VIEW_INTERVALS`` shedding intervals."""
-        if not self._started:
-            return ["not started"]
-        if not self.store.connected:
-            return ["not connected to ZooKeeper"]
-        if not self.is_leader():
-            return []
-        reasons = [
-            f"{job} job failed {n} times in a row"
-            for job, n in sorted(self._consecutive_failures.items())
-            if n >= JOB_FAILURES_NOT_READY
-        ]
-        interval_s = job_intervals(self._config)["shedding"]
-        since = self._leading_since if self._last_cycle_ok is None else self._last_cycle_ok
-        if since is not None and time.monotonic() - since > STALE_VIEW_INTERVALS * interval_s + 5.0:
-            reasons.append(f"no successful shedding cycle for {time.monotonic() - since:.0f} s")
-        return reasons
-
-    def readiness(self) -> dict[str, Any]:
-        """What ``/readyz`` reports: the ZooKeeper connection state, whether this instance leads and
-        decides, and, when it does not decide although it was leading, why (operators see a quorum
-        loss here as the reason no moves happen)."""
-        state = "CONNECTED" if self.store.connected else self.election.connection_state
-        details: dict[str, Any] = {"zookeeper": state, "leader": self.is_leader()}
-        if not self._started:
-            details["reason"] = "not started"
-        elif state == "SUSPENDED" or (state == "CONNECTED" and not self.store.connected):
-            details["reason"] = (
-                "ZooKeeper connection suspended (the member is down or the ensemble has no quorum); "
-                f"no decisions until it is back, the session survives up to {self.store.session_timeout_s:g}s"
-            )
-        elif state == "LOST":
-            details["reason"] = "ZooKeeper session lost; reconnecting with a new session, leadership given up"
-        elif self.election.leading_unconfirmed():
-            details["reason"] = "reconnected; re-checking the leader node before deciding again"
-        return details
 
     def is_leader(self) -> bool:
         return self.election.is_leader()
@@ -380,139 +334,6 @@ class LoadManagerService:
             return plan_shedding_cycle(
                 view.load, self._config, shedder, placement, view.ctx, now, random.Random(0)
             )
-
-    # ---- mutations (leader only) -------------------------------------------------------------------
-    def _require_leader(self) -> None:
-        if not self.is_leader():
-            info = self.leader_info()
-            if info is not None and info.get("brokerId") == self.instance_id:
-                raise NotLeader(None)  # our own stale node: no one else to send the caller to
-            # Only a verified leader is offered to the REST layer, which forwards the caller's token.
-            url, why = self.election.identity.verify(info)
-            if url is None and info is not None:
-                log.warning("not forwarding to the leader node's address: %s (node: %r)", why, info)
-                raise NotLeader(None, f"this instance is not the leader and will not forward: {why}")
-            raise NotLeader(url)
-
-    def unload(
-        self, bundle: str, destination: str | None = None, principal: str | None = None
-    ) -> DecisionRecord:
-        """Move ``bundle`` to ``destination`` (a live broker), or wherever placement puts it."""
-        self._require_leader()
-        with self._lock:
-            self._require_leader()
-            now = now_ms()
-            snap = self._loadview.refresh(self.store, now, (self._shedder, self._placement), sample=False)
-            if bundle not in snap.live_bundles():
-                raise UnknownBundle(bundle)
-            owner = snap.owners.get(bundle)
-            source = owner.broker if owner else None
-            if destination is not None and destination not in snap.brokers:
-                raise UnknownBroker(destination)
-            placed = None
-            if destination is None and not self.executor.remote_split:
-                placed = select_broker(
-                    bundle,
-                    self._loadview.load,
-                    self._config,
-                    self._placement,
-                    self._loadview.ctx,
-                    self.jobs.rng,
-                )
-                destination = placed.broker if placed.broker != source else None
-            why = explain(
-                "manual_unload",
-                f"operator unload of {bundle}"
-                + (f" to {destination}" if destination else " (placement decides)"),
-                subject=bundle,
-                source=source,
-                destination=destination,
-                placement=placed.explanation.reason if placed else None,
-                principal=principal,
-            )
-            self.executor.unload(bundle, source, destination, why.reason)
-            self._loadview.load.recently_unloaded_bundles[bundle] = now
-            self._publish_leader_state()
-            self.metrics.unloaded(why.reason)
-            return self.jobs._record(
-                "manual", why, bundle=bundle, source=source, destination=destination, principal=principal
-            )
-
-    def split(
-        self,
-        bundle: str,
-        algorithm: str | None = None,
-        positions: Sequence[int] | None = None,
-        principal: str | None = None,
-        unload: bool = False,
-    ) -> DecisionRecord:
-        """Split ``bundle`` with Pulsar's ``algorithm`` (default: the configured one); ``unload``
-        also unloads the children, as ``pulsar-admin namespaces split-bundle -u`` (off by default)."""
-        self._require_leader()
-        with self._lock:
-            self._require_leader()
-            split_bundle_name(bundle)
-            snap = self._loadview.refresh(
-                self.store, now_ms(), (self._shedder, self._placement), sample=False
-            )
-            why = explain(
-                "manual_split",
-                f"operator split of {bundle}",
-                subject=bundle,
-                algorithm=algorithm,
-                principal=principal,
-            )
-            record = self.jobs.split(
-                bundle,
-                algorithm,
-                positions,
-                self._config,
-                snap,
-                why,
-                unload=unload,
-                strategies=(self._shedder, self._placement),
-            )
-            self._publish_leader_state()
-            return record
-
-    def lookup(self, topic: str, assign: bool = True, principal: str | None = None) -> str:
-        """The broker serving ``topic``'s bundle; an unowned bundle is assigned through placement first.
-
-        ``assign=False`` (a caller without the admin role) answers owned bundles only: assigning
-        writes, so it raises AdminRequired instead.
-        """
-        ns = topic_namespace(topic)
-        got = self.store.read_layout(ns)
-        if got is None:
-            raise UnknownBundle(f"namespace {ns} has no bundle layout")
-        bundle = got.value.find_bundle(topic)
-        # This bundle's own nodes only: a lookup must not read every bundle of the cluster.
-        owner = self.store.read_owner(bundle)
-        if owner is not None:
-            return owner.broker
-        assigned = self.store.read_assignment(bundle)
-        if assigned is not None and assigned.value.broker in self.store.broker_ids():
-            return assigned.value.broker
-        if not assign:
-            raise AdminRequired(f"{bundle} has no owner; assigning it through a lookup needs the admin role")
-        self._require_leader()
-        with self._lock:
-            snap = self._loadview.refresh(
-                self.store, now_ms(), (self._shedder, self._placement), sample=False
-            )
-            self.jobs._reconcile(snap, self._config, self._placement)
-        assigned = self.store.read_assignment(bundle)
-        if assigned is None:
-            raise UnknownBroker(f"no live broker can take {bundle}")
-        # the placement itself is logged by reconcile; this says whose lookup caused it
-        why = explain(
-            "lookup_assigned",
-            f"lookup of {topic} assigned {bundle} to {assigned.value.broker}",
-            subject=bundle,
-            principal=principal,
-        )
-        self._decisions.add(now_ms(), "manual", why, bundle=bundle, destination=assigned.value.broker)
-        return assigned.value.broker
 
     def namespaces(self) -> NamespaceAdmin:
         """Namespace administration on this instance's session: plain compare-and-set writes of
