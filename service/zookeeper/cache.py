@@ -36,7 +36,8 @@ from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 from service.zookeeper import bulk
 from service.zookeeper import paths as P
-from service.zookeeper.nodes import PIPELINE, JsonZk, translated
+from service.zookeeper.nodes import PIPELINE, JsonZk
+from service.zookeeper.wire import translated
 
 log = logging.getLogger(__name__)
 V = TypeVar("V")

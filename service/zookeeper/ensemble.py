@@ -25,8 +25,9 @@ from types import TracebackType
 from typing import Self
 
 from service.zookeeper.java import ZooKeeperLaunchError
-from service.zookeeper.launcher import MAIN_CLASS, EmbeddedZooKeeper
+from service.zookeeper.launcher import EmbeddedZooKeeper
 from service.zookeeper.process import four_letter_word
+from service.zookeeper.server_config import MAIN_CLASS
 
 log = logging.getLogger(__name__)
 

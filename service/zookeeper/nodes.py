@@ -1,7 +1,8 @@
-"""Kazoo session with JSON nodes: typed reads, compare-and-set writes, fenced multi-op transactions.
+"""Kazoo session with JSON nodes: typed reads, compare-and-set writes, pipelined multi-node reads.
 
-Everything kazoo raises is translated here: connection problems become
-:class:`~service.errors.StoreUnavailable`, lost races :class:`~service.errors.StaleWrite`.
+Everything kazoo raises is translated here (:func:`~service.zookeeper.wire.translated`): connection
+problems become :class:`~service.errors.StoreUnavailable`, lost races :class:`~service.errors.StaleWrite`.
+Fenced multi-op transactions (:meth:`JsonZk.fenced`) are :mod:`service.zookeeper.fenced`'s.
 Every node's bytes pass :mod:`service.zookeeper.validate` (size, depth, finite numbers) before they
 are parsed; a node that fails, or whose JSON does not make the record, is skipped, logged once per
 version and counted by path kind (``malformed_log``), never fatal.
@@ -11,26 +12,16 @@ Pulsar's records on top of this live in :mod:`service.zookeeper.store`.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    AuthFailedError,
-    BadVersionError,
-    KazooException,
-    NoAuthError,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    RolledBackError,
-)
+from kazoo.exceptions import AuthFailedError, BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, KeeperState
 from pydantic import BaseModel, ValidationError
@@ -38,8 +29,10 @@ from pydantic import BaseModel, ValidationError
 from balancer.errors import InvalidInput
 from service.errors import StaleWrite, StoreUnavailable, ZkAccessDenied
 from service.zookeeper import paths as P
+from service.zookeeper.fenced import Fenced
 from service.zookeeper.security import ZkSecurity
 from service.zookeeper.validate import BadNode, MalformedLog, decode, path_kind
+from service.zookeeper.wire import AUTH_FAILED, json_bytes, translated
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -57,70 +50,6 @@ class Versioned(Generic[V]):
 
     value: V
     version: int
-
-
-_AUTH_FAILED = "ZooKeeper refused this client's authentication (AUTH_FAILED)"
-
-
-@contextlib.contextmanager
-def translated() -> Iterator[None]:
-    """Kazoo exceptions -> service errors; everything else passes through."""
-    try:
-        yield
-    except BadVersionError as e:
-        raise StaleWrite(f"node changed since it was read: {e!r}") from None
-    except AuthFailedError:
-        raise ZkAccessDenied(_AUTH_FAILED) from None
-    except NoAuthError:
-        raise ZkAccessDenied("ZooKeeper refused the operation (NoAuth): no ACL grants it") from None
-    except (KazooTimeoutError, KazooException) as e:
-        if isinstance(e, NoNodeError | NodeExistsError | NotEmptyError):
-            raise
-        raise StoreUnavailable(f"ZooKeeper unavailable: {type(e).__name__}") from None
-
-
-def json_bytes(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
-
-
-class Fenced:
-    """A multi-op write that commits only if this writer still holds the leader epoch it was given."""
-
-    def __init__(self, store: JsonZk, fence: Versioned[str] | None) -> None:
-        self._store = store
-        self._tx = store.client.transaction()
-        if fence is not None:
-            self._tx.check(P.LEADER_EPOCH, fence.version)
-
-    def set_json(self, path: str, obj: Any, version: int = -1) -> Fenced:
-        self._tx.set_data(path, json_bytes(obj), version)
-        return self
-
-    def create_json(self, path: str, obj: Any, ephemeral: bool = False) -> Fenced:
-        self._store.ensure_parent(path)
-        self._tx.create(path, json_bytes(obj), ephemeral=ephemeral)
-        return self
-
-    def upsert_json(self, path: str, obj: Any) -> Fenced:
-        """Create or overwrite; existence is read now, so a concurrent create makes the commit fail."""
-        with translated():
-            stat = self._store.client.exists(path)
-        return self.create_json(path, obj) if stat is None else self.set_json(path, obj, stat.version)
-
-    def delete(self, path: str, version: int = -1) -> Fenced:
-        self._tx.delete(path, version)
-        return self
-
-    def check(self, path: str, version: int) -> Fenced:
-        self._tx.check(path, version)
-        return self
-
-    def commit(self) -> None:
-        with translated():
-            results = self._tx.commit()
-        errors = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
-        if errors:
-            raise StaleWrite(f"transaction refused: {type(errors[0]).__name__}")
 
 
 class JsonZk:
@@ -175,7 +104,7 @@ class JsonZk:
                 self._probe_write()
         except ZkAccessDenied as e:
             # kazoo returns from start() even when the server refuses SASL; the first request fails
-            refused_login = str(e) == _AUTH_FAILED or self.client.client_state == KeeperState.AUTH_FAILED
+            refused_login = str(e) == AUTH_FAILED or self.client.client_state == KeeperState.AUTH_FAILED
             self.stop()
             if refused_login:
                 raise self._login_refused() from None

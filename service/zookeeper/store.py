@@ -1,7 +1,8 @@
 """Pulsar's load-balancing records in ZooKeeper: brokers, bundle data, quotas, layouts, ownership.
 
-The session, JSON nodes, compare-and-set and fencing are :mod:`service.zookeeper.nodes`'s; this module knows
-Pulsar's paths (:mod:`service.zookeeper.paths`) and the typed records stored under them.
+The session, JSON nodes and compare-and-set are :mod:`service.zookeeper.nodes`'s, fencing
+:mod:`service.zookeeper.fenced`'s; this module knows Pulsar's paths (:mod:`service.zookeeper.paths`)
+and the typed records stored under them.
 
 Every read goes through ``parse_node`` (:mod:`service.zookeeper.validate` first, then the record's own
 checks below), so a node's content can only ever make that node skipped, never raise to the caller.
@@ -21,7 +22,7 @@ from balancer.errors import InvalidInput
 from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAverageBrokerData
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
-from service.zookeeper.nodes import Fenced, JsonZk, Versioned, json_bytes, translated
+from service.zookeeper.nodes import JsonZk, Versioned
 from service.zookeeper.records import (
     Assignment,
     Owner,
@@ -34,6 +35,7 @@ from service.zookeeper.records import (
     report_size_warning,
 )
 from service.zookeeper.validate import BadNode
+from service.zookeeper.wire import json_bytes, translated
 
 # A broker's registration is ephemeral (its session's lifetime is its liveness); a persistent node
 # under /loadbalance/brokers belongs to no running broker and must never receive bundles.
@@ -41,7 +43,7 @@ V = TypeVar("V")
 PHANTOM_REASON = "persistent node: a live broker registers an ephemeral one"
 
 log = logging.getLogger(__name__)
-__all__ = ["Assignment", "Fenced", "Owner", "Versioned", "ZkStore", "translated"]
+__all__ = ["Assignment", "Owner", "Versioned", "ZkStore", "translated"]
 
 
 class ZkStore(JsonZk):

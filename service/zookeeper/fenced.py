@@ -1,0 +1,58 @@
+"""Fenced multi-op transactions: :class:`Fenced`, a write that commits only under the leader epoch.
+
+Made by :meth:`service.zookeeper.nodes.JsonZk.fenced`; batches of them, several in flight, are
+:mod:`service.zookeeper.batch`'s.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import RolledBackError
+
+from service.errors import StaleWrite
+from service.zookeeper import paths as P
+from service.zookeeper.wire import json_bytes, translated
+
+if TYPE_CHECKING:
+    from service.zookeeper.nodes import JsonZk, Versioned
+
+
+class Fenced:
+    """A multi-op write that commits only if this writer still holds the leader epoch it was given."""
+
+    def __init__(self, store: JsonZk, fence: Versioned[str] | None) -> None:
+        self._store = store
+        self._tx = store.client.transaction()
+        if fence is not None:
+            self._tx.check(P.LEADER_EPOCH, fence.version)
+
+    def set_json(self, path: str, obj: Any, version: int = -1) -> Fenced:
+        self._tx.set_data(path, json_bytes(obj), version)
+        return self
+
+    def create_json(self, path: str, obj: Any, ephemeral: bool = False) -> Fenced:
+        self._store.ensure_parent(path)
+        self._tx.create(path, json_bytes(obj), ephemeral=ephemeral)
+        return self
+
+    def upsert_json(self, path: str, obj: Any) -> Fenced:
+        """Create or overwrite; existence is read now, so a concurrent create makes the commit fail."""
+        with translated():
+            stat = self._store.client.exists(path)
+        return self.create_json(path, obj) if stat is None else self.set_json(path, obj, stat.version)
+
+    def delete(self, path: str, version: int = -1) -> Fenced:
+        self._tx.delete(path, version)
+        return self
+
+    def check(self, path: str, version: int) -> Fenced:
+        self._tx.check(path, version)
+        return self
+
+    def commit(self) -> None:
+        with translated():
+            results = self._tx.commit()
+        errors = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if errors:
+            raise StaleWrite(f"transaction refused: {type(errors[0]).__name__}")
