@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "bench"))
+from soak_faults import SESSION_S, SoakFaults  # noqa: E402
 from soak_process import Proc  # noqa: E402
 from soak_report import build_report  # noqa: E402
 
@@ -47,7 +48,6 @@ from service.zookeeper import paths as P  # noqa: E402
 from service.zookeeper.ensemble import ZooKeeperEnsemble, _free_ports  # noqa: E402
 from service.zookeeper.store import ZkStore  # noqa: E402
 
-SESSION_S = 4.0
 SHED_INTERVAL_S = 3.0
 OWNERSHIP_POLL_S = 0.3
 TOKEN = "soak-admin-token-for-loopback"  # >= 16 characters: serve warns about shorter ones
@@ -79,7 +79,7 @@ WEIGHTS = {
 }
 
 
-class Soak:
+class Soak(SoakFaults):
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.rng = random.Random(args.seed)
@@ -252,93 +252,6 @@ class Soak:
             for (_, up, b1, o1), (lo, _, b2, o2) in itertools.pairwise(ranges):
                 if lo < up and o1 != o2:
                     self.live_double.append(f"{b1}@{o1} / {b2}@{o2}")
-
-    def _busy(self) -> bool:
-        # One fault at a time, and none until the last one's effects are over (a killed process's
-        # session expires up to a session timeout after its restart): the bound on unowned time is
-        # per failure; overlapping failures add up, as they would in any system.
-        return bool(self.heals) or self.pending_failover is not None or time.monotonic() < self.quiet_until
-
-    def _fault_on_leader(self, pause: bool) -> None:
-        got = self.leader()
-        if got is None or self._busy():
-            return
-        proc = self.serves[got[0]]
-        if pause:
-            hold = self.rng.uniform(1.0, 2.5 * SESSION_S)
-            proc.signal(signal.SIGSTOP)
-            proc.paused = True
-            self.faults["pause_leader"] += 1
-            self.heals.append((time.monotonic() + hold, "serve_resume", lambda: self._resume(proc)))
-        else:
-            proc.kill()
-            self.faults["kill_leader"] += 1
-            self.heals.append((time.monotonic() + self.rng.uniform(2, 10), "serve_restart", proc.start))
-        self.pending_failover = (time.monotonic(), got[1])
-
-    def _resume(self, proc: Proc) -> None:
-        proc.signal(signal.SIGCONT)
-        proc.paused = False
-        if self.pending_failover is not None:
-            # Back before its session expired: the same leader goes on, nothing failed over.
-            with contextlib.suppress(Exception):
-                got = self.leader()
-                if got is not None and got[1] == self.pending_failover[1]:
-                    self.pending_failover = None
-                    self.steps["pause_without_failover"] += 1
-
-    def _kill_leader(self) -> None:
-        self._fault_on_leader(pause=False)
-
-    def _pause_leader(self) -> None:
-        self._fault_on_leader(pause=True)
-
-    def _fault_on_agent(self, pause: bool) -> None:
-        if self._busy():
-            return
-        proc = self.agents[self.rng.choice(sorted(self.agents))]
-        if pause:
-            proc.signal(signal.SIGSTOP)
-            self.faults["pause_agent"] += 1
-            hold = self.rng.uniform(1.0, 2.5 * SESSION_S)
-            self.heals.append((time.monotonic() + hold, "agent_resume", lambda: proc.signal(signal.SIGCONT)))
-        else:
-            proc.kill()
-            self.faults["kill_agent"] += 1
-            self.heals.append((time.monotonic() + self.rng.uniform(2, 10), "agent_restart", proc.start))
-
-    def _kill_agent(self) -> None:
-        self._fault_on_agent(pause=False)
-
-    def _pause_agent(self) -> None:
-        self._fault_on_agent(pause=True)
-
-    def _fault_on_zk(self, pause: bool) -> None:
-        # One member at a time, and only once the previous one has rejoined: the quorum never goes.
-        if self._busy() or len(self.ensemble.serving()) < 3:
-            return
-        i = self.rng.randrange(3)
-        if pause:
-            self.ensemble.pause(i)
-            self.faults["pause_zk_member"] += 1
-            hold = self.rng.uniform(1.0, 2.0 * SESSION_S)
-            self.heals.append((time.monotonic() + hold, "zk_resume", lambda: self.ensemble.resume(i)))
-        else:
-            self.ensemble.kill(i)
-            self.faults["kill_zk_member"] += 1
-            self.heals.append(
-                (
-                    time.monotonic() + self.rng.uniform(2, 10),
-                    "zk_restart",
-                    lambda: self.ensemble.start_member(i),
-                )
-            )
-
-    def _kill_zk_member(self) -> None:
-        self._fault_on_zk(pause=False)
-
-    def _pause_zk_member(self) -> None:
-        self._fault_on_zk(pause=True)
 
     # ---- run ----------------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 from prometheus_client.parser import text_string_to_metric_families
 
 from balancer.models import LocalBrokerData, NamespaceBundleStats, ResourceUsage
-from service.api.metrics import PULSAR_BUNDLE_GAUGES, PULSAR_LB_COUNTERS, PULSAR_LB_GAUGES, PrometheusMetrics
+from service.api.metric_collectors import PULSAR_BUNDLE_GAUGES, PULSAR_LB_COUNTERS, PULSAR_LB_GAUGES
+from service.api.metrics import PrometheusMetrics
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 # Pulsar's own names are kept verbatim for dashboard compatibility, camelCase included.
