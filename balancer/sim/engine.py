@@ -13,6 +13,8 @@ One cycle = one shedding interval. At cycle ``k`` (``now_ms = k * interval``):
 4. time-averaged bundle data is updated (:func:`balancer.loaddata.update_bundle_data`) and
    :func:`balancer.cycle.plan_shedding_cycle` runs exactly as on the live leader;
 5. the moves are applied; the true state after them is recorded for the metrics.
+
+The events themselves are scheduled and applied by :mod:`balancer.sim.events`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from balancer.placement.pipeline import assign_bundle
 from balancer.placement.registry import create_placement
 from balancer.shedding.base import LoadSheddingStrategy
 from balancer.shedding.registry import create_shedder
+from balancer.sim.events import apply_event, plan_events
 from balancer.sim.model import BrokerAccumulator, BrokerUsage, SimBroker, Traffic, bundle_traffic, other_cpu
 from balancer.sim.scenarios import Cluster, Scenario, build
 
@@ -161,79 +164,7 @@ class Simulation:
         self.orphans: list[str] = []
         self.schedule: dict[int, list[dict[str, Any]]] = {}
         self.jitter_cycles: set[int] = set()
-        self._plan_events(with_jitter)
-
-    # ---- events -----------------------------------------------------------------------------
-    def _plan_events(self, with_jitter: bool) -> None:
-        for name, g in self.cluster.groups.items():
-            if g.join_at is not None:
-                self.schedule.setdefault(g.join_at, []).append({"type": "_up", "broker": name})
-            if g.leave_at is not None:
-                self.schedule.setdefault(g.leave_at, []).append({"type": "_down", "broker": name})
-        for ev in self.s.events:
-            if ev.get("jitter") and not with_jitter:
-                continue
-            at, every, times = int(ev.get("at", 0)), int(ev.get("every", 1)), int(ev.get("times", 1))
-            if ev["type"] == "rolling_restart":
-                names = [n for n, b in self.cluster.brokers.items() if b.alive]
-                down = int(ev.get("down_for", 1))
-                for i, name in enumerate(names[: int(ev.get("count", len(names)))]):
-                    self.schedule.setdefault(at + i * every, []).append({"type": "_down", "broker": name})
-                    self.schedule.setdefault(at + i * every + down, []).append(
-                        {"type": "_up", "broker": name}
-                    )
-                continue
-            for t in range(times):
-                self.schedule.setdefault(at + t * every, []).append(ev)
-                if ev.get("jitter"):
-                    span = int(ev.get("duration", 1)) + 2  # the event, its catch-up and the report lag
-                    self.jitter_cycles.update(range(at + t * every, at + t * every + span))
-
-    def _apply_event(self, ev: dict[str, Any], k: int) -> None:
-        brokers = self.cluster.brokers
-        kind = ev["type"]
-        if kind == "_up":
-            brokers[ev["broker"]].alive = True
-            self.reported.pop(ev["broker"], None)
-        elif kind == "_down":
-            name = ev["broker"]
-            brokers[name].alive = False
-            self.orphans.extend(b for b, o in self.cluster.owners.items() if o == name)
-        elif kind == "consumer_pause":
-            alive = sorted(n for n, b in brokers.items() if b.alive)
-            hit = set(self.rng.sample(alive, min(len(alive), int(ev.get("brokers", 1)))))
-            for bname, owner in self.cluster.owners.items():
-                if owner in hit and self.rng.random() < float(ev.get("fraction", 0.5)):
-                    b = self.cluster.bundles[bname]
-                    b.paused_until = k + int(ev.get("duration", 1))
-                    b.catch_up_at = b.paused_until
-                    b.catch_up_factor = float(ev.get("catch_up", 1.0))
-        elif kind == "cpu_spike":
-            alive = sorted(n for n, b in brokers.items() if b.alive)
-            for name in self.rng.sample(alive, min(len(alive), int(ev.get("brokers", 1)))):
-                brokers[name].spike = float(ev.get("points", 40.0))
-                end = k + int(ev.get("duration", 1))
-                self.schedule.setdefault(end, []).insert(0, {"type": "_spike_end", "broker": name})
-        elif kind == "_spike_end":
-            brokers[ev["broker"]].spike = 0.0
-        elif kind == "traffic_step":
-            factor, fraction = float(ev.get("factor", 2.0)), float(ev.get("fraction", 1.0))
-            pool = list(self.cluster.bundles)
-            if "brokers" in ev:  # only bundles of this many randomly chosen live brokers
-                alive = sorted(n for n, b in brokers.items() if b.alive)
-                hit = set(self.rng.sample(alive, min(len(alive), int(ev["brokers"]))))
-                pool = [n for n in pool if self.cluster.owners.get(n) in hit]
-            chosen = [n for n in pool if self.rng.random() < fraction]
-            for n in chosen:
-                self.cluster.bundles[n].rate *= factor
-            if "duration" in ev:
-                end = k + int(ev["duration"])
-                self.schedule.setdefault(end, []).insert(
-                    0, {"type": "_restore", "bundles": chosen, "factor": factor}
-                )
-        elif kind == "_restore":
-            for n in ev["bundles"]:
-                self.cluster.bundles[n].rate /= ev["factor"]
+        plan_events(self.cluster, self.s, with_jitter, self.schedule, self.jitter_cycles)
 
     # ---- one cycle --------------------------------------------------------------------------
     def _traffic(self, k: int) -> dict[str, Traffic]:
@@ -289,7 +220,7 @@ class Simulation:
         for k in range(self.s.cycles):
             now_ms = k * interval_ms
             for ev in self.schedule.get(k, []):
-                self._apply_event(ev, k)
+                apply_event(ev, k, self.cluster, self.schedule, self.rng, self.reported, self.orphans)
             brokers = self.cluster.brokers
             cpu = {n: other_cpu(b, self.s.variation, self.rng) for n, b in brokers.items() if b.alive}
             steady_cpu = {n: b.background + b.spike for n, b in brokers.items() if b.alive}

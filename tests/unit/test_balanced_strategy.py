@@ -17,9 +17,11 @@ from balancer.models import (
     TimeAverageMessageData,
 )
 from balancer.placement.registry import create_placement
-from balancer.shedding.balanced import BalancedShedder, View
+from balancer.shedding.balanced import BalancedShedder
+from balancer.shedding.capacity import View
 from balancer.shedding.registry import create_shedder
 from balancer.shedding.selection import ResultBuilder
+from balancer.shedding.water_fill import water_fill
 
 CONFIG = LoadBalancerConfig()
 
@@ -204,7 +206,7 @@ def _fill(
     out = ResultBuilder("BalancedShedder")
     sources = [b for b, t in traffic.items() if t > target + tol]
     dests = [b for b, t in traffic.items() if t < target - tol]
-    BalancedShedder()._water_fill(load, view, sources, dests, tol, out)
+    water_fill(load, view, sources, dests, tol, out)
     after = {d.numbers["destination"]: d.numbers["destinationProjected"] for d in out.decisions}
     return [d.subject or "" for d in out.decisions], after
 

@@ -8,6 +8,7 @@ import pytest
 
 from balancer.errors import InvalidInput
 from balancer.sim.engine import PAIRS, Simulation, simulate
+from balancer.sim.events import apply_event
 from balancer.sim.families import FAMILIES, instance, instance_dict
 from balancer.sim.family_claims import BASE, OURS, claims, run_row, summarise
 from balancer.sim.scenarios import parse_scenario
@@ -46,7 +47,7 @@ def test_a_spike_on_some_brokers_touches_only_their_bundles() -> None:
     ]
     sim = Simulation(parse_scenario(d), PAIRS[OURS], 0)
     before = {n: b.rate for n, b in sim.cluster.bundles.items()}
-    sim._apply_event(d["events"][0], 1)
+    apply_event(d["events"][0], 1, sim.cluster, sim.schedule, sim.rng, sim.reported, sim.orphans)
     grown = {sim.cluster.owners[n] for n, b in sim.cluster.bundles.items() if b.rate != before[n]}
     assert len(grown) == 1
 

@@ -1,0 +1,111 @@
+"""BalancedShedder's view of one cycle: each broker's utilisation, traffic and estimated capacity
+(traffic per utilisation point, learnt from its reports), and the cluster's target utilisation.
+
+The estimator's state (smoothed estimates, held-back outliers) lives on the shedder, which owns it
+across calls; :func:`build_view` reads and updates it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from balancer.config import LoadBalancerConfig
+from balancer.models import LoadData
+
+CAPACITY_SMOOTHING = 0.3  # weight of the newest capacity sample
+# Traffic unit: one msg/s plus 6 KiB/s (per-message work dominates a broker's CPU for typical
+# messages). Fixed, not relative to the cluster's totals, so that capacity estimates stay
+# comparable across cycles when brokers join or traffic grows.
+BYTES_PER_UNIT = 6 * 1024.0
+OUTLIER = 0.25  # a capacity sample this far from the estimate is held back as a possible spike
+SAME_HARDWARE = 0.15  # capacity estimates this close to the median are noise, not different hardware
+MIN_UTIL = 1.0  # below this (points) a broker's traffic says nothing about its capacity
+# Below this fraction of the mean utilisation, fixed overhead (other processes, the JVM) dominates a
+# broker's usage and W/u underestimates its capacity: a nearly idle broker would look weak and be
+# left under-filled within the band.
+MIN_UTIL_OF_MEAN = 0.5
+
+
+def same_class(c: float, median: float) -> float:
+    """Snap an estimate within +-15% of the median to the median: background CPU and message-size
+    mix make equal brokers look slightly different, and balancing on that noise would skew traffic."""
+    return median if abs(c / median - 1) < SAME_HARDWARE else c
+
+
+@dataclass
+class View:
+    """One cycle's numbers per broker: utilisation u (points), traffic W (normalised units),
+    capacity c (traffic units per point, smoothed) and the cluster's target utilisation."""
+
+    util: dict[str, float]
+    traffic: dict[str, float]
+    capacity: dict[str, float]
+    target: float
+    traffic_target: float
+    rate_unit: float
+    tp_unit: float
+
+    def weight(self, rate: float, tp: float) -> float:
+        return rate / self.rate_unit + tp / self.tp_unit
+
+
+def build_view(
+    load: LoadData,
+    config: LoadBalancerConfig,
+    *,
+    learn: bool,
+    estimates: dict[str, float],
+    outliers: dict[str, int],
+    touched: dict[str, int],
+    calls: int,
+) -> View:
+    """This cycle's view. With ``learn``, fold the reports into ``estimates`` (each broker's smoothed
+    capacity) and ``outliers`` (consecutive disagreeing samples), both updated in place; a broker
+    ``touched`` by a move in the last call is not sampled, its report predating the move."""
+    weights = config.weights()
+    util: dict[str, float] = {}
+    rates: dict[str, float] = {}
+    tps: dict[str, float] = {}
+    for broker, data in load.broker_data.items():
+        local = data.local_data
+        util[broker] = local.max_resource_usage_with_weight(weights, include_memory=False) * 100
+        rates[broker] = local.msg_rate
+        tps[broker] = local.msg_throughput
+    rate_unit, tp_unit = 1.0, BYTES_PER_UNIT
+    traffic = {b: rates[b] / rate_unit + tps[b] / tp_unit for b in util}
+    min_util = max(MIN_UTIL, MIN_UTIL_OF_MEAN * sum(util.values()) / max(1, len(util)))
+    low: dict[str, float] = {}  # samples of under-filled brokers: lower bounds on their capacity
+    for b, u in util.items():
+        fresh = touched.get(b, -10) < calls - 1
+        if learn and fresh and MIN_UTIL < u <= min_util and traffic[b] > 0:
+            low[b] = traffic[b] / u
+        if learn and fresh and u > min_util and traffic[b] > 0:
+            sample = traffic[b] / u
+            old = estimates.get(b)
+            if old is not None and abs(sample / old - 1) > OUTLIER:
+                # Another process's CPU spike looks like a capacity drop; believe it only
+                # once it has lasted as long as the slow trigger needs.
+                outliers[b] = outliers.get(b, 0) + 1
+                if outliers[b] < config.loadBalancerAvgShedderHitCountLowThreshold:
+                    continue
+                old = None
+            outliers.pop(b, None)
+            estimates[b] = sample if old is None else old + CAPACITY_SMOOTHING * (sample - old)
+    known = [estimates[b] for b in util if b in estimates]
+    prior = statistics.median(known) if known else 1000.0
+    # Fixed overhead inflates an under-filled broker's usage, so W/u can only underestimate its
+    # capacity: it may raise the estimate, never lower it. Without this a 3x broker that started
+    # at 18% against a 40% mean stayed "median capacity" for ever and was never filled.
+    for b, sample in low.items():
+        if sample > estimates.get(b, prior) * (1 + SAME_HARDWARE):
+            estimates[b] = sample
+            outliers.pop(b, None)
+    if low:
+        known = [estimates[b] for b in util if b in estimates]
+        prior = statistics.median(known) if known else 1000.0
+    capacity = {b: same_class(estimates.get(b, prior), prior) for b in util}
+    total_c = sum(capacity.values()) or 1.0
+    target = sum(util[b] * capacity[b] for b in util) / total_c
+    traffic_target = sum(traffic.values()) / total_c
+    return View(util, traffic, capacity, target, traffic_target, rate_unit, tp_unit)
