@@ -232,13 +232,13 @@ def main() -> int:
         strategies = (shedder, placement)
 
         t0 = time.perf_counter()
-        view.refresh(leader, now_ms(), strategies, sample=True)
+        view.refresh(leader, now_ms(), strategies)
         out["first_sync_s"] = time.perf_counter() - t0
         out["first_sync_reads"] = reads(view)
         print(f"first sync {out['first_sync_s']:.2f} s, reads {out['first_sync_reads']}", flush=True)
 
         t0 = time.perf_counter()
-        view.refresh(leader, now_ms(), strategies, sample=True)
+        view.refresh(leader, now_ms(), strategies)
         out["refresh_unchanged_s"] = time.perf_counter() - t0
         out["refresh_unchanged_reads"] = reads(view)
 
@@ -246,7 +246,7 @@ def main() -> int:
         cluster.write_reports(changed)
         time.sleep(0.5)  # let the watch events arrive
         t0 = time.perf_counter()
-        view.refresh(leader, now_ms(), strategies, sample=True)
+        view.refresh(leader, now_ms(), strategies)
         out["refresh_s"] = time.perf_counter() - t0
         out["refresh_reads"] = reads(view)
         print(

@@ -85,7 +85,7 @@ class LeaderJobs(SplitJobs):
     ) -> CyclePlan | None:
         started = time.monotonic()
         now = now_ms()
-        snap = self.view.refresh(self.store, now, (shedder, placement), sample=True)
+        snap = self.view.refresh(self.store, now, (shedder, placement))
         if self.zk_native:
             self._reconcile(snap, config, placement)
         if not self.is_leader():
@@ -187,7 +187,7 @@ class LeaderJobs(SplitJobs):
     def reconcile(
         self, config: LoadBalancerConfig, shedder: LoadSheddingStrategy, placement: PlacementStrategy
     ) -> int:
-        snap = self.view.refresh(self.store, now_ms(), (shedder, placement), sample=False)
+        snap = self.view.refresh(self.store, now_ms(), (shedder, placement))
         return self._reconcile(snap, config, placement) if self.zk_native else 0
 
     def _reconcile(self, snap: Snapshot, config: LoadBalancerConfig, placement: PlacementStrategy) -> int:
@@ -274,7 +274,7 @@ class LeaderJobs(SplitJobs):
     def write_bundle_data(
         self, config: LoadBalancerConfig, shedder: LoadSheddingStrategy, placement: PlacementStrategy
     ) -> int:
-        snap = self.view.refresh(self.store, now_ms(), (shedder, placement), sample=True)
+        snap = self.view.refresh(self.store, now_ms(), (shedder, placement))
         if not self.is_leader():
             return 0
         load = self.view.load

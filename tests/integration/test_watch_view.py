@@ -112,14 +112,14 @@ def test_incremental_view_equals_full_read_after_random_changes(zk_chroot_hosts:
         shedder, placement = make_strategies(CONFIG)
         strategies = (shedder, placement)
 
-        view.refresh(leader, int(time.time() * 1000), strategies, sample=True)
+        view.refresh(leader, int(time.time() * 1000), strategies)
         assert view.cache is not None
         first = view.cache.last_stats
         assert first["owners"].full and first["owners"].data_read == BUNDLES
         _assert_equal(view, leader, cluster.admin, "the first full sync")
 
         # A refresh with nothing changed reads nothing at all.
-        view.refresh(leader, int(time.time() * 1000), strategies, sample=True)
+        view.refresh(leader, int(time.time() * 1000), strategies)
         steady = view.cache.last_stats
         assert sum(s.data_read + s.children_read + s.stats_read for s in steady.values()) == 0, steady
 
@@ -139,7 +139,7 @@ def test_incremental_view_equals_full_read_after_random_changes(zk_chroot_hosts:
             _assert_equal(view, leader, cluster.admin, f"round {rnd}: moves and bundle data")
 
             # Splits, long-term merges and report changes.
-            snap = view.refresh(leader, int(time.time() * 1000), strategies, sample=False)
+            snap = view.refresh(leader, int(time.time() * 1000), strategies)
             for bundle in rng.sample(sorted(snap.owners), 3):
                 why = explain("manual_split", f"test split of {bundle}", subject=bundle)
                 jobs.split(bundle, "range_equally_divide", None, CONFIG, snap, why)
