@@ -150,3 +150,20 @@ def _reconcile_held(
                 out.seeded.append(bundle)
                 out.samples += 1
                 out.recomputed.add(broker)
+
+
+def refresh_time_averages(
+    load: LoadData, bundles: Iterable[str], skip: set[str] | frozenset[str] = frozenset()
+) -> set[str]:
+    """Recompute the time-averaged totals of every broker (but ``skip``) whose report lists one of
+    ``bundles`` (whose data changed outside a fold: long-term data adopted from the store)."""
+    changed = set(bundles)
+    done: set[str] = set()
+    if not changed:
+        return done
+    for broker, data in load.broker_data.items():
+        stats = data.local_data.last_stats
+        if broker not in skip and not changed.isdisjoint(stats.keys()):
+            data.time_average_data.reset(stats.keys(), load.bundle_data)
+            done.add(broker)
+    return done

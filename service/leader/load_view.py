@@ -40,7 +40,7 @@ from balancer.bundles import NamespaceBundles
 from balancer.models import BrokerData, BundleData, LoadData, LocalBrokerData
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.context import PlacementContext
-from balancer.report_fold import ReportIndex, fold_reports
+from balancer.report_fold import ReportIndex, fold_reports, refresh_time_averages
 from balancer.shedding.base import LoadSheddingStrategy
 from service.zookeeper import paths as P
 from service.zookeeper.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
@@ -268,6 +268,8 @@ class LoadView:
             self.load, self.reports, snap.folded, left, snap.stored_bundle_data, snap.quotas, self._forgot
         )
         self._forgot = False
+        # Adopted long-term windows count in their brokers' totals now, not at their next report.
+        refresh_time_averages(self.load, snap.adopted_long_term, folded.recomputed)
         self.folded = keys
         for bundle in folded.seeded:  # first sight: seeded from this read
             self.bundle_data_versions[bundle] = snap.bundle_data_versions.get(bundle, -1)

@@ -85,6 +85,9 @@ def test_one_sample_per_report_version_across_refreshes_and_resyncs(zk_chroot_ho
         assert merge_long_term(cluster.admin.client, {bundle: window}, {bundle}).updated
         wait_for(lambda: refresh() == [] and view.adopted_long_term_total == 1, 10, what="adoption")
         assert view.load.bundle_data[bundle].long_term_data.msg_rate_in == 4321.0
+        total = sum(view.load.bundle_data[b].long_term_data.msg_rate_in for b in mine)
+        assert total > 4321.0  # and the broker's totals count it now, not at its next report
+        assert view.load.broker_data[who].time_average_data.long_term_msg_rate_in == pytest.approx(total)
         assert _samples(view.load) == _samples(after)  # adopting is not sampling
     finally:
         leader.stop()

@@ -18,7 +18,7 @@ from balancer.models import (
     ResourceQuota,
 )
 from balancer.placement.context import PlacementContext
-from balancer.report_fold import ReportIndex, fold_reports
+from balancer.report_fold import ReportIndex, fold_reports, refresh_time_averages
 
 A, B, C = "t/ns/0x00000000_0x40000000", "t/ns/0x40000000_0x80000000", "t/ns/0x80000000_0xc0000000"
 
@@ -128,6 +128,14 @@ class TestFoldReports:
         fold_reports(load, index, ["x"], [], {}, {})
         assert load.broker_data["x"].preallocated_bundle_data == {}
         assert A in load.broker_data["y"].preallocated_bundle_data  # y does not report it
+
+    def test_data_changed_outside_a_fold_reaches_its_brokers_totals(self) -> None:
+        load = load_of(x=report(a=100.0), y=report(b=10.0), z=report(a=100.0, c=1.0))
+        fold_reports(load, ReportIndex(), ["x", "y", "z"], [], {}, {})
+        load.bundle_data[A].long_term_data.msg_rate_in = 5000.0  # adopted from the store
+        assert refresh_time_averages(load, [A], skip={"z"}) == {"x"}
+        assert load.broker_data["x"].time_average_data.long_term_msg_rate_in == 5000.0
+        assert load.broker_data["z"].time_average_data.long_term_msg_rate_in == 101.0  # skipped
 
 
 class TestIncrementalRanges:
