@@ -64,6 +64,8 @@ class Snapshot:
     new_brokers: set[str] = field(default_factory=set)
     dead_brokers: set[str] = field(default_factory=set)
     bundle_data_versions: dict[str, int] = field(default_factory=dict)  # every node, malformed too
+    report_versions: dict[str, int] = field(default_factory=dict)  # broker -> report node version
+    bundle_data_mark: tuple[int, int] | None = None  # the bundle-data journal's position at this read
     quotas: dict[str, Any] = field(default_factory=dict)
     dropped_bundles: list[str] = field(default_factory=list)
     adopted_long_term: list[str] = field(default_factory=list)
@@ -238,12 +240,12 @@ class LoadView:
     ) -> Snapshot:
         # Bundle data comes from the watch cache on every refresh: the first reconcile after a
         # failover places orphans with their history, not with defaults.
+        snap = self.snapshot(store, now_ms, bundle_data=True)
         cache = self.cache_for(store)
-        with cache.lock:  # the snapshot and the journal positions must be of the same sync
-            cache.sync()
-            snap = _snapshot_of(cache, now_ms, bundle_data=True)
-            report_versions = dict(cache.brokers.versions)
-            touched, self._data_cursor = cache.bundle_data.changes_since(self._data_cursor)
+        with cache.lock:  # the nodes changed up to the snapshot's read, not any synced since
+            touched = cache.bundle_data.changes_since(self._data_cursor, snap.bundle_data_mark)
+        self._data_cursor = snap.bundle_data_mark
+        report_versions = snap.report_versions
         brokers = snap.brokers
         current = set(brokers)
         snap.new_brokers = current - self.known_brokers
@@ -332,6 +334,8 @@ def _snapshot_of(cache: ClusterCache, now_ms: int, bundle_data: bool) -> Snapsho
     if bundle_data:
         snap.stored_bundle_data = dict(cache.bundle_data.values)
         snap.bundle_data_versions = dict(cache.bundle_data.versions)
+        snap.report_versions = dict(cache.brokers.versions)
+        snap.bundle_data_mark = cache.bundle_data.mark()
         legacy = P.RESOURCE_QUOTA_LEGACY[len(P.RESOURCE_QUOTA) + 1 :] + "/"
         snap.quotas = dict(cache.legacy_quotas.values)
         snap.quotas.update({b: q for b, q in cache.quotas.values.items() if not b.startswith(legacy)})

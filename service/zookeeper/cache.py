@@ -99,15 +99,22 @@ class WatchedTree(Generic[V]):
         self._journal_base = 0  # position of _journal[0] since the generation began
         self.generation = 0  # bumped by every full read
 
-    def changes_since(self, cursor: tuple[int, int] | None) -> tuple[set[str] | None, tuple[int, int]]:
-        """Leaves changed since ``cursor`` (from an earlier call), and the cursor to pass next time.
-        None instead of a set means "look at every leaf": no cursor yet, a full read since, or a
-        cursor so old the journal was trimmed past it."""
-        end = self._journal_base + len(self._journal)
-        now = (self.generation, end)
-        if cursor is None or cursor[0] != self.generation or cursor[1] < self._journal_base:
-            return None, now
-        return set(self._journal[cursor[1] - self._journal_base :]), now
+    def mark(self) -> tuple[int, int]:
+        """The journal's current position: what :meth:`changes_since` takes."""
+        return (self.generation, self._journal_base + len(self._journal))
+
+    def changes_since(
+        self, cursor: tuple[int, int] | None, upto: tuple[int, int] | None = None
+    ) -> set[str] | None:
+        """Leaves changed between ``cursor`` and ``upto`` (now, by default), both from :meth:`mark`.
+        None means "look at every leaf": no cursor yet, a full read since, or a cursor so old the
+        journal was trimmed past it."""
+        end = upto or self.mark()
+        if cursor is None or cursor[0] != self.generation or end[0] != self.generation:
+            return None
+        if cursor[1] < self._journal_base:
+            return None
+        return set(self._journal[cursor[1] - self._journal_base : end[1] - self._journal_base])
 
     def _log(self, rels: Iterable[str]) -> None:
         self._journal.extend(rels)
