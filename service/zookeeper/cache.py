@@ -25,6 +25,7 @@ of comparing all of them; a full read starts a new generation, which tells it to
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -47,6 +48,9 @@ log = logging.getLogger(__name__)
 V = TypeVar("V")
 BULK_MIN = 64  # fewer dirty nodes than this are read one request each, with kazoo's own calls
 Decode = Callable[[str, bytes, Any], V | None]
+# Generations are unique across trees: a cursor from a replaced cache (a new session's) never
+# passes for one of the new tree.
+_GENERATIONS = itertools.count(1)
 
 
 def bundle_leaf(rel: str) -> bool:
@@ -97,7 +101,7 @@ class WatchedTree(Generic[V]):
         self.events = 0
         self._journal: list[str] = []  # changed leaves, oldest first
         self._journal_base = 0  # position of _journal[0] since the generation began
-        self.generation = 0  # bumped by every full read
+        self.generation = 0  # a new one (from _GENERATIONS) at every full read
 
     def mark(self) -> tuple[int, int]:
         """The journal's current position: what :meth:`changes_since` takes."""
@@ -181,7 +185,7 @@ class WatchedTree(Generic[V]):
             self._dirty_children.clear()
             self._dirty_data.clear()
         self.values, self.versions, self._children, self._own = {}, {}, {}, {}
-        self.generation += 1
+        self.generation = next(_GENERATIONS)
         self._journal, self._journal_base = [], 0
         st = SyncStats(full=True)
         try:

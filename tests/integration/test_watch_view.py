@@ -174,21 +174,28 @@ def test_any_subtree_is_followed_and_own_writes_are_not_read_back(zk_chroot_host
         store.put_json(f"{root}/t/ns1", {"a": 1})
         assert cache.sync()["policies"].full and tree.values == {"t/ns1": {"a": 1}}
         assert cache.sync()["policies"].data_read == 0  # nothing changed: nothing read
+        mark = tree.mark()
+        assert tree.changes_since(None) is None and tree.changes_since(mark) == set()
 
         other.put_json(f"{root}/t/ns1", {"a": 2})
         other.put_json(f"{root}/u/ns9", {"b": 1})
         wait_for(lambda: cache.sync() and tree.values == {"t/ns1": {"a": 2}, "u/ns9": {"b": 1}}, 10)
         other.delete(f"{root}/u/ns9")
         wait_for(lambda: cache.sync() and tree.values == {"t/ns1": {"a": 2}}, 10)
+        assert tree.changes_since(mark) == {"t/ns1", "u/ns9"}  # the journal: changed, created, deleted
+        assert tree.changes_since(mark, upto=mark) == set()
 
+        before_write = tree.mark()
         version = store.put_json(f"{root}/t/ns1", {"a": 3})
         tree.note_written("t/ns1", {"a": 3}, version)
         time.sleep(0.5)  # the write's own watch event arrives
         st = cache.sync()["policies"]
         assert (st.stats_read, st.data_read) == (1, 0)  # re-armed by one exists, data not read back
 
+        assert tree.changes_since(before_write) == {"t/ns1"}  # own writes are journalled too
         cache._on_state("SUSPENDED")  # a connection gap: the next sync reads everything again
         assert cache.sync()["policies"].full and tree.values == {"t/ns1": {"a": 3}}
+        assert tree.changes_since(mark) is None  # a new generation: users look at every leaf
     finally:
         store.stop()
         other.stop()
