@@ -58,7 +58,7 @@ def update_bundle_data(
             if bd is None:
                 bd, _ = initial_bundle_data(bundle, stored_bundle_data, quotas)
                 bundle_data[bundle] = bd
-            _add_sample(bd, stats)
+            add_sample(bd, stats)
         # A preallocated bundle the broker now reports is plain ownership from here on.
         for bundle in [b for b in data.preallocated_bundle_data if b in local.last_stats]:
             del data.preallocated_bundle_data[bundle]
@@ -73,7 +73,7 @@ def update_bundle_data(
 _WINDOW_FIELDS = ("num_samples", "msg_throughput_in", "msg_throughput_out", "msg_rate_in", "msg_rate_out")
 
 
-def _add_sample(bd: BundleData, stats: NamespaceBundleStats) -> None:
+def add_sample(bd: BundleData, stats: NamespaceBundleStats) -> None:
     """``BundleData.update`` with the same arithmetic on plain floats, written straight into the
     models' ``__dict__`` (pydantic's ``__setattr__`` per field dominated a 100,000-bundle pass)."""
     r_in, r_out = stats.msg_rate_in, stats.msg_rate_out

@@ -7,11 +7,11 @@ policies' anti-affinity groups, failure domains) and the simulator can build it 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from balancer.errors import InvalidInput
-from balancer.models import LoadData
+from balancer.models import BrokerData, LoadData
 from balancer.placement.round_robin import RoundRobinBrokerSelector
 
 DEFAULT_DOMAIN = "default"
@@ -98,29 +98,44 @@ class PlacementContext:
 
     def rebuild_ranges(self, load: LoadData) -> None:
         """Pulsar's broker -> namespace -> ranges cache: reported bundles plus preallocated ones."""
-        cache: dict[str, dict[str, set[str]]] = {}
-        for broker, data in load.broker_data.items():
-            per_ns: dict[str, set[str]] = {}
-            for names in (data.local_data.last_stats, data.preallocated_bundle_data):
-                for bundle in names:
-                    if "/" in bundle:
-                        ns, rng = bundle.rsplit("/", 1)
-                        per_ns.setdefault(ns, set()).add(rng)
-            cache[broker] = per_ns
-        self.bundle_ranges = cache
+        self.bundle_ranges = {broker: _ranges_of(data) for broker, data in load.broker_data.items()}
 
-    def refresh(self, load: LoadData) -> None:
-        """Forget preallocations the target now reports (or whose target is gone); rebuild the cache."""
+    def refresh(self, load: LoadData, changed: Iterable[str] | None = None) -> None:
+        """Forget preallocations the target now reports (or whose target is gone); bring the ranges
+        cache up to date: all of it, or (``changed``: the brokers whose reports changed since the
+        last refresh) only those brokers' and the departed ones', the rest being as they were."""
+        touched = set(changed) if changed is not None else None
         for bundle, broker in list(self.preallocated_bundle_to_broker.items()):
             data = load.broker_data.get(broker)
             if data is None or bundle in data.local_data.last_stats:
                 del self.preallocated_bundle_to_broker[bundle]
                 if data is not None:
                     data.preallocated_bundle_data.pop(bundle, None)
-        self.rebuild_ranges(load)
+                    if touched is not None:
+                        touched.add(broker)
+        if touched is None:
+            self.rebuild_ranges(load)
+            return
+        for broker in [b for b in self.bundle_ranges if b not in load.broker_data]:
+            del self.bundle_ranges[broker]
+        for broker in touched:
+            data = load.broker_data.get(broker)
+            if data is not None:
+                self.bundle_ranges[broker] = _ranges_of(data)
 
     @classmethod
     def from_load(cls, load: LoadData, **kw: object) -> PlacementContext:
         ctx = cls(**kw)  # type: ignore[arg-type]
         ctx.rebuild_ranges(load)
         return ctx
+
+
+def _ranges_of(data: BrokerData) -> dict[str, set[str]]:
+    """namespace -> ranges of one broker: its reported bundles and its preallocated ones."""
+    per_ns: dict[str, set[str]] = {}
+    for names in (data.local_data.last_stats, data.preallocated_bundle_data):
+        for bundle in names:
+            if "/" in bundle:
+                ns, rng = bundle.rsplit("/", 1)
+                per_ns.setdefault(ns, set()).add(rng)
+    return per_ns

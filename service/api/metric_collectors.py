@@ -10,7 +10,8 @@ yielded at scrape time. Where Pulsar exports the same quantity the Pulsar name, 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,9 +19,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from balancer.models import LocalBrokerData
+from balancer.placement.context import broker_host
 
 # Pulsar's ModularLoadManager gauges (broker resource usage in percent), labelled
-# cluster/broker/metric="loadBalancing" exactly as Pulsar does.
+# cluster/broker/metric="loadBalancing" exactly as Pulsar does (``broker``: see pulsar_broker_labels).
 PULSAR_LB_GAUGES: dict[str, tuple[str, str]] = {
     "pulsar_lb_cpu_usage": ("cpu", "The broker cpu usage (in percent)."),
     "pulsar_lb_memory_usage": ("memory", "The broker process memory usage (in percent)."),
@@ -75,6 +77,28 @@ PULSAR_BUNDLE_GAUGES: dict[str, str] = {
 }
 
 
+def pulsar_broker_labels(brokers: Iterable[str]) -> dict[str, str]:
+    """broker id -> the ``broker`` label of the ``pulsar_lb_*`` and ``pulsar_bundle_*`` series.
+
+    Pulsar sets that dimension to ``PulsarService.getAdvertisedAddress()``, "the host component of
+    the broker's canonical name" (``ModularLoadManagerImpl.updateLoadBalancingMetrics`` and
+    ``updateLoadBalancingBundlesMetrics``), with no port; a 3.x broker id is that host and the web
+    service port, so the host is the id's host part. Each Pulsar broker exports only itself, but this
+    leader exports every broker, so brokers sharing a host would fold into one series: those (and any
+    label equal to another broker's) keep their full id instead. ``loadmgr_*`` series keep the id.
+    """
+    ids = set(brokers)
+    hosts = Counter(broker_host(b) for b in ids)
+    labels = {b: broker_host(b) if hosts[broker_host(b)] == 1 else b for b in ids}
+    while True:  # a host can equal another broker's whole id (``a:b`` and ``a:b:8080``); ids are unique
+        counts = Counter(labels.values())
+        clash = [b for b, label in labels.items() if counts[label] > 1 and label != b]
+        if not clash:
+            return labels
+        for b in clash:
+            labels[b] = b
+
+
 @dataclass
 class BrokerSnapshot:
     brokers: dict[str, LocalBrokerData] = field(default_factory=dict)
@@ -106,10 +130,11 @@ class BrokerCollector(Collector):
 
     def _families(self, snap: BrokerSnapshot) -> Iterator[GaugeMetricFamily]:
         c = self._cluster
+        host = pulsar_broker_labels(snap.brokers)
         for name, (attr, doc) in PULSAR_LB_GAUGES.items():
             fam = GaugeMetricFamily(name, doc, labels=["cluster", "broker", "metric"])
             for broker, data in sorted(snap.brokers.items()):
-                fam.add_metric([c, broker, "loadBalancing"], float(getattr(data, attr).percent_usage()))
+                fam.add_metric([c, host[broker], "loadBalancing"], float(getattr(data, attr).percent_usage()))
             yield fam
         for name, (attr, doc) in BROKER_GAUGES.items():
             fam = GaugeMetricFamily(name, doc, labels=["cluster", "broker"])
@@ -155,9 +180,9 @@ class BrokerCollector(Collector):
         live.add_metric([c], float(len(snap.brokers)))
         yield live
         if self._expose_bundles:
-            yield from self._bundle_families(snap)
+            yield from self._bundle_families(snap, host)
 
-    def _bundle_families(self, snap: BrokerSnapshot) -> Iterator[GaugeMetricFamily]:
+    def _bundle_families(self, snap: BrokerSnapshot, host: dict[str, str]) -> Iterator[GaugeMetricFamily]:
         for name, attr in PULSAR_BUNDLE_GAUGES.items():
             fam = GaugeMetricFamily(
                 name,
@@ -166,7 +191,9 @@ class BrokerCollector(Collector):
             )
             for broker, data in sorted(snap.brokers.items()):
                 for bundle, stats in sorted(data.last_stats.items()):
-                    fam.add_metric([self._cluster, broker, bundle, "bundle"], float(getattr(stats, attr)))
+                    fam.add_metric(
+                        [self._cluster, host[broker], bundle, "bundle"], float(getattr(stats, attr))
+                    )
             yield fam
 
 

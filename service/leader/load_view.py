@@ -7,9 +7,15 @@ first after a connection gap) reads everything; later ones read only the nodes w
 fired, so an unchanged cluster costs no read per bundle. Which broker serves which bundle comes,
 as in Pulsar, from the brokers' reports (``LocalBrokerData.bundles``, through ``updateBundleData``);
 ownership nodes are followed too, for orphan detection and the ownership protocol. New brokers are
-added, dead ones removed (strategies are told the new active set), and, when asked, one
-``updateBundleData`` sample is taken. Preallocations whose broker died or that the broker now
-reports are forgotten.
+added, dead ones removed (strategies are told the new active set). Preallocations whose broker died
+or that the broker now reports are forgotten.
+
+Bundle time averages are sampled per report, as Pulsar samples on each report notification: every
+refresh folds the reports that changed since the last one (:func:`balancer.report_fold.fold_reports`)
+and nothing else, so a refresh of an unchanged cluster does no work per bundle, and a report is
+sampled once however many refreshes (or full re-reads after a connection gap) see it. A report is
+known by its node version and its ``lastUpdate`` (a broker that re-registers starts a new node at
+version 0 again). A new term starts from scratch: its first refresh folds every report once.
 
 Bundle data is shared with the long-term Spark job (``service.longterm.merge``), which replaces only
 ``longTermData`` of a node. The view remembers, per bundle it holds, the node version it last saw
@@ -17,7 +23,8 @@ when it first met the bundle or last wrote the node itself (its own writes are t
 they are never read back). A sampling refresh that finds a node at another version adopts the
 node's ``longTermData`` (short-term data and topic count stay the leader's) before taking its
 sample, so the leader's samples continue the merged window; the bundle-data writer then writes
-compare-and-set against that version (``expected_version``).
+compare-and-set against that version (``expected_version``). Only nodes the cache saw change since
+the last refresh are looked at (its journal), all of them after a full re-read.
 """
 
 from __future__ import annotations
@@ -30,10 +37,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from balancer.bundles import NamespaceBundles
-from balancer.loaddata import update_bundle_data
 from balancer.models import BrokerData, BundleData, LoadData, LocalBrokerData
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.context import PlacementContext
+from balancer.report_fold import ReportIndex, fold_reports, refresh_time_averages
 from balancer.shedding.base import LoadSheddingStrategy
 from service.zookeeper import paths as P
 from service.zookeeper.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
@@ -53,10 +60,12 @@ class Snapshot:
     owners: dict[str, Owner]
     assignments: dict[str, Versioned[Assignment]]
     stored_bundle_data: dict[str, BundleData] = field(default_factory=dict)
-    sampled: bool = False  # this refresh took a bundle-data sample
+    folded: list[str] = field(default_factory=list)  # brokers whose new reports this refresh sampled
     new_brokers: set[str] = field(default_factory=set)
     dead_brokers: set[str] = field(default_factory=set)
     bundle_data_versions: dict[str, int] = field(default_factory=dict)  # every node, malformed too
+    report_versions: dict[str, int] = field(default_factory=dict)  # broker -> report node version
+    bundle_data_mark: tuple[int, int] | None = None  # the bundle-data journal's position at this read
     quotas: dict[str, Any] = field(default_factory=dict)
     dropped_bundles: list[str] = field(default_factory=list)
     adopted_long_term: list[str] = field(default_factory=list)
@@ -131,6 +140,10 @@ class LoadView:
         self.last: Snapshot | None = None
         # Bundle-data node version per bundle in ``load.bundle_data``; absent: no node seen.
         self.bundle_data_versions: dict[str, int] = {}
+        self.reports = ReportIndex()  # the bundles of every folded report
+        self.folded: dict[str, tuple[int, int]] = {}  # broker -> (node version, lastUpdate) folded
+        self._data_cursor: tuple[int, int] | None = None  # where the bundle-data journal was read
+        self._forgot = False  # a held bundle was dropped outside a fold: the next fold rechecks
         if self.cache is not None:  # a new term (or a test's fresh start) re-reads everything once
             self.cache.watch.request_resync()
 
@@ -155,20 +168,7 @@ class LoadView:
         cache = self.cache_for(store)
         with cache.lock:
             cache.sync()
-            snap = Snapshot(
-                time_ms=now_ms,
-                brokers=dict(cache.brokers.values),
-                layouts=dict(cache.layouts.values),
-                owners=dict(cache.owners.values),
-                assignments=dict(cache.assignments.values),
-            )
-            if bundle_data:
-                snap.stored_bundle_data = dict(cache.bundle_data.values)
-                snap.bundle_data_versions = dict(cache.bundle_data.versions)
-                legacy = P.RESOURCE_QUOTA_LEGACY[len(P.RESOURCE_QUOTA) + 1 :] + "/"
-                snap.quotas = dict(cache.legacy_quotas.values)
-                snap.quotas.update({b: q for b, q in cache.quotas.values.items() if not b.startswith(legacy)})
-        return snap
+            return _snapshot_of(cache, now_ms, bundle_data)
 
     def wrote_assignment(self, bundle: str, doc: bytes | None, version: int) -> None:
         """Our own assignment write of ``doc`` (None: deleted), so the cache does not read it back."""
@@ -202,6 +202,10 @@ class LoadView:
         copy.ctx = deepcopy(self.ctx)
         copy.known_brokers = set(self.known_brokers)
         copy.bundle_data_versions = dict(self.bundle_data_versions)
+        copy.reports = self.reports.copy()
+        copy.folded = dict(self.folded)
+        copy._data_cursor = self._data_cursor
+        copy._forgot = self._forgot
         copy.last = self.last
         return copy
 
@@ -224,7 +228,8 @@ class LoadView:
 
     def forget(self, bundle: str) -> None:
         """Drop a bundle (e.g. a split parent): if it comes back it is seeded again from the store."""
-        self.load.bundle_data.pop(bundle, None)
+        if self.load.bundle_data.pop(bundle, None) is not None:
+            self._forgot = True
         self.bundle_data_versions.pop(bundle, None)
 
     def refresh(
@@ -232,12 +237,15 @@ class LoadView:
         store: ZkStore,
         now_ms: int,
         strategies: tuple[LoadSheddingStrategy, PlacementStrategy],
-        sample: bool = True,
     ) -> Snapshot:
-        # Bundle data comes from the watch cache, so even a refresh that takes no sample has it: the
-        # first reconcile after a failover places orphans with their history, not with defaults.
+        # Bundle data comes from the watch cache on every refresh: the first reconcile after a
+        # failover places orphans with their history, not with defaults.
         snap = self.snapshot(store, now_ms, bundle_data=True)
-        snap.sampled = sample
+        cache = self.cache_for(store)
+        with cache.lock:  # the nodes changed up to the snapshot's read, not any synced since
+            touched = cache.bundle_data.changes_since(self._data_cursor, snap.bundle_data_mark)
+        self._data_cursor = snap.bundle_data_mark
+        report_versions = snap.report_versions
         brokers = snap.brokers
         current = set(brokers)
         snap.new_brokers = current - self.known_brokers
@@ -254,27 +262,37 @@ class LoadView:
             for strategy in strategies:
                 strategy.on_active_brokers_change(set(current))
         self.known_brokers = current
-        if sample:
-            snap.adopted_long_term = self._adopt_external(snap)
-            held = set(self.load.bundle_data)
-            snap.dropped_bundles = update_bundle_data(self.load, now_ms, snap.stored_bundle_data, snap.quotas)
-            for bundle in self.load.bundle_data.keys() - held:  # first sight: seeded from this read
-                version = snap.bundle_data_versions.get(bundle)
-                self.bundle_data_versions[bundle] = -1 if version is None else version
-            for bundle in snap.dropped_bundles:
-                self.bundle_data_versions.pop(bundle, None)
+        snap.adopted_long_term = self._adopt_external(snap, touched)
+        keys = {b: (report_versions.get(b, -1), local.last_update) for b, local in brokers.items()}
+        snap.folded = sorted(b for b, key in keys.items() if self.folded.get(b) != key)
+        left = [b for b in self.reports.bundles_of if b not in current]
+        folded = fold_reports(
+            self.load, self.reports, snap.folded, left, snap.stored_bundle_data, snap.quotas, self._forgot
+        )
+        self._forgot = False
+        # Adopted long-term windows count in their brokers' totals now, not at their next report.
+        refresh_time_averages(self.load, snap.adopted_long_term, folded.recomputed)
+        self.folded = keys
+        for bundle in folded.seeded:  # first sight: seeded from this read
+            self.bundle_data_versions[bundle] = snap.bundle_data_versions.get(bundle, -1)
+        for bundle in folded.dropped:
+            self.bundle_data_versions.pop(bundle, None)
+        snap.dropped_bundles = folded.dropped
         self.ctx.available_brokers = sorted(current)
         read_placement_policies(store, self.cluster, sorted(snap.layouts)).apply_to(self.ctx)
-        self.ctx.refresh(self.load)
+        self.ctx.refresh(self.load, changed=snap.folded)
         self.last = snap
         return snap
 
-    def _adopt_external(self, snap: Snapshot) -> list[str]:
-        """Take ``longTermData`` from each held bundle's node that another writer changed since we saw it."""
+    def _adopt_external(self, snap: Snapshot, touched: set[str] | None) -> list[str]:
+        """Take ``longTermData`` from each held bundle's node that another writer changed since we
+        saw it; ``touched``: the nodes changed since the last refresh (None: look at all)."""
         adopted: list[str] = []
         versions = self.bundle_data_versions
         node_versions = snap.bundle_data_versions
-        for bundle, data in self.load.bundle_data.items():
+        held = self.load.bundle_data
+        candidates = held.items() if touched is None else ((b, held[b]) for b in touched if b in held)
+        for bundle, data in candidates:
             version = node_versions.get(bundle)
             if version is None:
                 versions[bundle] = -1  # node deleted: the next write creates it again
@@ -302,3 +320,23 @@ class LoadView:
             if self._on_adopt is not None:
                 self._on_adopt(adopted)
         return adopted
+
+
+def _snapshot_of(cache: ClusterCache, now_ms: int, bundle_data: bool) -> Snapshot:
+    """The cache's current picture (the caller holds ``cache.lock``)."""
+    snap = Snapshot(
+        time_ms=now_ms,
+        brokers=dict(cache.brokers.values),
+        layouts=dict(cache.layouts.values),
+        owners=dict(cache.owners.values),
+        assignments=dict(cache.assignments.values),
+    )
+    if bundle_data:
+        snap.stored_bundle_data = dict(cache.bundle_data.values)
+        snap.bundle_data_versions = dict(cache.bundle_data.versions)
+        snap.report_versions = dict(cache.brokers.versions)
+        snap.bundle_data_mark = cache.bundle_data.mark()
+        legacy = P.RESOURCE_QUOTA_LEGACY[len(P.RESOURCE_QUOTA) + 1 :] + "/"
+        snap.quotas = dict(cache.legacy_quotas.values)
+        snap.quotas.update({b: q for b, q in cache.quotas.values.items() if not b.startswith(legacy)})
+    return snap

@@ -82,7 +82,7 @@ class ManualOperations:
         with self._lock:
             self._require_leader()
             now = now_ms()
-            snap = self._loadview.refresh(self.store, now, (self._shedder, self._placement), sample=False)
+            snap = self._loadview.refresh(self.store, now, (self._shedder, self._placement))
             if bundle not in snap.live_bundles():
                 raise UnknownBundle(bundle)
             owner = snap.owners.get(bundle)
@@ -132,9 +132,7 @@ class ManualOperations:
         with self._lock:
             self._require_leader()
             split_bundle_name(bundle)
-            snap = self._loadview.refresh(
-                self.store, now_ms(), (self._shedder, self._placement), sample=False
-            )
+            snap = self._loadview.refresh(self.store, now_ms(), (self._shedder, self._placement))
             why = explain(
                 "manual_split",
                 f"operator split of {bundle}",
@@ -177,9 +175,7 @@ class ManualOperations:
             raise AdminRequired(f"{bundle} has no owner; assigning it through a lookup needs the admin role")
         self._require_leader()
         with self._lock:
-            snap = self._loadview.refresh(
-                self.store, now_ms(), (self._shedder, self._placement), sample=False
-            )
+            snap = self._loadview.refresh(self.store, now_ms(), (self._shedder, self._placement))
             self.jobs._reconcile(snap, self._config, self._placement)
         assigned = self.store.read_assignment(bundle)
         if assigned is None:

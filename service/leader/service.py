@@ -330,7 +330,7 @@ class LoadManagerService(Readiness, ManualOperations):
             view = self._loadview.shadow()
             shedder, placement = copy.deepcopy((self._shedder, self._placement))
             now = now_ms()
-            view.refresh(self.store, now, (shedder, placement), sample=True)
+            view.refresh(self.store, now, (shedder, placement))
             return plan_shedding_cycle(
                 view.load, self._config, shedder, placement, view.ctx, now, random.Random(0)
             )

@@ -64,7 +64,7 @@ class SplitJobs:
     def auto_split(
         self, config: LoadBalancerConfig, shedder: LoadSheddingStrategy, placement: PlacementStrategy
     ) -> int:
-        snap = self.view.refresh(self.store, now_ms(), (shedder, placement), sample=False)
+        snap = self.view.refresh(self.store, now_ms(), (shedder, placement))
         if split_enabled(self.view.load, config) is not None:
             return 0  # switched off, or a single broker: Pulsar's checkNamespaceBundleSplit returns too
         counts = {ns: len(got.value.ranges) for ns, got in snap.layouts.items()}
@@ -138,7 +138,7 @@ class SplitJobs:
         why.numbers.setdefault("unload", unload)
         if unload and strategies is not None and self.zk_native and self.is_leader():
             # The children were left unassigned: place them now, as Pulsar's next lookup would.
-            fresh = self.view.refresh(self.store, now_ms(), strategies, sample=False)
+            fresh = self.view.refresh(self.store, now_ms(), strategies)
             self._reconcile(fresh, config, strategies[1])
         self.metrics.split_done(why.reason)
         return self._record(kind, why, bundle=bundle, source=owner.broker if owner else None)

@@ -17,10 +17,15 @@ records the value and the version the write produced; when that write's own watc
 
 Values are decoded by the caller's functions (the store's parsing), once per change; a node that
 does not decode keeps its version with no value, so a compare-and-set writer can still replace it.
+
+Every leaf that changes (read, written by us, or gone) is also appended to the tree's journal, so a
+user can ask which leaves changed since it last looked (:meth:`WatchedTree.changes_since`) instead
+of comparing all of them; a full read starts a new generation, which tells it to look at all.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -43,6 +48,9 @@ log = logging.getLogger(__name__)
 V = TypeVar("V")
 BULK_MIN = 64  # fewer dirty nodes than this are read one request each, with kazoo's own calls
 Decode = Callable[[str, bytes, Any], V | None]
+# Generations are unique across trees: a cursor from a replaced cache (a new session's) never
+# passes for one of the new tree.
+_GENERATIONS = itertools.count(1)
 
 
 def bundle_leaf(rel: str) -> bool:
@@ -91,6 +99,35 @@ class WatchedTree(Generic[V]):
         self._dirty_data: set[str] = set()
         self.needs_resync = True
         self.events = 0
+        self._journal: list[str] = []  # changed leaves, oldest first
+        self._journal_base = 0  # position of _journal[0] since the generation began
+        self.generation = 0  # a new one (from _GENERATIONS) at every full read
+
+    def mark(self) -> tuple[int, int]:
+        """The journal's current position: what :meth:`changes_since` takes."""
+        return (self.generation, self._journal_base + len(self._journal))
+
+    def changes_since(
+        self, cursor: tuple[int, int] | None, upto: tuple[int, int] | None = None
+    ) -> set[str] | None:
+        """Leaves changed between ``cursor`` and ``upto`` (now, by default), both from :meth:`mark`.
+        None means "look at every leaf": no cursor yet, a full read since, or a cursor so old the
+        journal was trimmed past it."""
+        end = upto or self.mark()
+        if cursor is None or cursor[0] != self.generation or end[0] != self.generation:
+            return None
+        if cursor[1] < self._journal_base:
+            return None
+        return set(self._journal[cursor[1] - self._journal_base : end[1] - self._journal_base])
+
+    def _log(self, rels: Iterable[str]) -> None:
+        self._journal.extend(rels)
+        # Bounded to a few times the tree: a user that lags further rescans everything once.
+        limit = max(4 * len(self.versions), 4096)
+        if len(self._journal) > limit:
+            cut = len(self._journal) // 2
+            del self._journal[:cut]
+            self._journal_base += cut
 
     # ---- kazoo's thread: record, never read -----------------------------------------------------
     def _on_event(self, event: WatchedEvent) -> None:
@@ -122,12 +159,14 @@ class WatchedTree(Generic[V]):
         except Exception:
             self.needs_resync = True  # half-applied: do not trust it, start over next time
             raise
+        self._log(st.changed)
         return st
 
     def note_written(self, rel: str, value: V | None, version: int) -> None:
         """Our own write of leaf ``rel`` left ``version``: taken as read (its event costs an ``exists``)."""
         self._own[rel] = version
         self.versions[rel] = version
+        self._log((rel,))
         if value is None:
             self.values.pop(rel, None)
         else:
@@ -136,6 +175,7 @@ class WatchedTree(Generic[V]):
     def note_deleted(self, rel: str) -> None:
         """Our own delete of leaf ``rel``; a node created there again is then new to the listing."""
         self._drop_leaf(rel)
+        self._log((rel,))
         self._children.get(rel.rsplit("/", 1)[0] if "/" in rel else "", set()).discard(rel)
 
     # ---- reads ------------------------------------------------------------------------------------
@@ -145,6 +185,8 @@ class WatchedTree(Generic[V]):
             self._dirty_children.clear()
             self._dirty_data.clear()
         self.values, self.versions, self._children, self._own = {}, {}, {}, {}
+        self.generation = next(_GENERATIONS)
+        self._journal, self._journal_base = [], 0
         st = SyncStats(full=True)
         try:
             with translated():

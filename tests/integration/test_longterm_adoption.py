@@ -171,13 +171,18 @@ def test_a_merge_racing_the_writer_is_not_overwritten_and_is_adopted_next(cluste
     assert raced.short_term_data == first.short_term_data  # the merge keeps the rest
     assert view.load.bundle_data[bundle].long_term_data.msg_rate_in < 1000  # not adopted yet
 
+    # The broker reports again (samples are taken per report version, not per refresh).
+    assert view.cache is not None
+    cache, seen = view.cache, view.cache.brokers.versions[BROKER]
+    store.put_json(P.broker_path(BROKER), local.to_json_dict())
+    wait_for(lambda: view.prefetch(store) or cache.brokers.versions[BROKER] > seen, 10, what="the report")
     assert jobs.write_bundle_data(config, shedder, placement) == 1  # refresh adopts, then writes
     assert view.adopted_long_term_total == 1 and jobs.bundle_data_conflicts == 1
     kept, kept_version = _node(store, bundle)
     assert kept_version == raced_version + 1 == view.expected_version(bundle)
-    # The adopted window plus exactly one leader sample of 100 msg/s.
+    # The adopted window plus exactly one leader sample of 100 msg/s: the new report's.
     assert kept.long_term_data.msg_rate_in == pytest.approx((999 * MERGED.msg_rate_in + 100.0) / 1000)
-    assert kept.short_term_data.num_samples == first.short_term_data.num_samples + 2
+    assert kept.short_term_data.num_samples == first.short_term_data.num_samples + 1
 
     # A node deleted behind the leader's back is created again on the next write.
     store.delete(P.bundle_data_path(bundle))

@@ -112,14 +112,14 @@ def test_incremental_view_equals_full_read_after_random_changes(zk_chroot_hosts:
         shedder, placement = make_strategies(CONFIG)
         strategies = (shedder, placement)
 
-        view.refresh(leader, int(time.time() * 1000), strategies, sample=True)
+        view.refresh(leader, int(time.time() * 1000), strategies)
         assert view.cache is not None
         first = view.cache.last_stats
         assert first["owners"].full and first["owners"].data_read == BUNDLES
         _assert_equal(view, leader, cluster.admin, "the first full sync")
 
         # A refresh with nothing changed reads nothing at all.
-        view.refresh(leader, int(time.time() * 1000), strategies, sample=True)
+        view.refresh(leader, int(time.time() * 1000), strategies)
         steady = view.cache.last_stats
         assert sum(s.data_read + s.children_read + s.stats_read for s in steady.values()) == 0, steady
 
@@ -139,7 +139,7 @@ def test_incremental_view_equals_full_read_after_random_changes(zk_chroot_hosts:
             _assert_equal(view, leader, cluster.admin, f"round {rnd}: moves and bundle data")
 
             # Splits, long-term merges and report changes.
-            snap = view.refresh(leader, int(time.time() * 1000), strategies, sample=False)
+            snap = view.refresh(leader, int(time.time() * 1000), strategies)
             for bundle in rng.sample(sorted(snap.owners), 3):
                 why = explain("manual_split", f"test split of {bundle}", subject=bundle)
                 jobs.split(bundle, "range_equally_divide", None, CONFIG, snap, why)
@@ -174,21 +174,28 @@ def test_any_subtree_is_followed_and_own_writes_are_not_read_back(zk_chroot_host
         store.put_json(f"{root}/t/ns1", {"a": 1})
         assert cache.sync()["policies"].full and tree.values == {"t/ns1": {"a": 1}}
         assert cache.sync()["policies"].data_read == 0  # nothing changed: nothing read
+        mark = tree.mark()
+        assert tree.changes_since(None) is None and tree.changes_since(mark) == set()
 
         other.put_json(f"{root}/t/ns1", {"a": 2})
         other.put_json(f"{root}/u/ns9", {"b": 1})
         wait_for(lambda: cache.sync() and tree.values == {"t/ns1": {"a": 2}, "u/ns9": {"b": 1}}, 10)
         other.delete(f"{root}/u/ns9")
         wait_for(lambda: cache.sync() and tree.values == {"t/ns1": {"a": 2}}, 10)
+        assert tree.changes_since(mark) == {"t/ns1", "u/ns9"}  # the journal: changed, created, deleted
+        assert tree.changes_since(mark, upto=mark) == set()
 
+        before_write = tree.mark()
         version = store.put_json(f"{root}/t/ns1", {"a": 3})
         tree.note_written("t/ns1", {"a": 3}, version)
         time.sleep(0.5)  # the write's own watch event arrives
         st = cache.sync()["policies"]
         assert (st.stats_read, st.data_read) == (1, 0)  # re-armed by one exists, data not read back
 
+        assert tree.changes_since(before_write) == {"t/ns1"}  # own writes are journalled too
         cache._on_state("SUSPENDED")  # a connection gap: the next sync reads everything again
         assert cache.sync()["policies"].full and tree.values == {"t/ns1": {"a": 3}}
+        assert tree.changes_since(mark) is None  # a new generation: users look at every leaf
     finally:
         store.stop()
         other.stop()

@@ -5,10 +5,16 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from balancer.models import LocalBrokerData, NamespaceBundleStats, ResourceUsage
-from service.api.metric_collectors import PULSAR_BUNDLE_GAUGES, PULSAR_LB_COUNTERS, PULSAR_LB_GAUGES
+from service.api.metric_collectors import (
+    PULSAR_BUNDLE_GAUGES,
+    PULSAR_LB_COUNTERS,
+    PULSAR_LB_GAUGES,
+    pulsar_broker_labels,
+)
 from service.api.metrics import PrometheusMetrics
 
 SNAKE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
@@ -196,7 +202,33 @@ def test_per_bundle_family_only_when_exposed_as_pulsar_does() -> None:
     assert "pulsar_bundle_msg_rate_in" not in off.render().decode()
     on = PrometheusMetrics(cluster="c", expose_bundles=True)
     on.view_updated(view, {})
-    labels = {"cluster": "c", "broker": "b1:8080", "bundle": "t/ns/0x00000000_0xffffffff", "metric": "bundle"}
+    labels = {"cluster": "c", "broker": "b1", "bundle": "t/ns/0x00000000_0xffffffff", "metric": "bundle"}
     assert on.registry.get_sample_value("pulsar_bundle_msg_rate_in", labels) == 12.5
     assert on.registry.get_sample_value("pulsar_bundle_topics_count", labels) == 3
     assert set(PULSAR_BUNDLE_GAUGES) <= set(_families(on))
+
+
+def test_pulsar_broker_label_is_the_advertised_host_unless_hosts_collide() -> None:
+    """Pulsar labels its pulsar_lb_* series with getAdvertisedAddress() (host, no port); the leader
+    exports every broker, so brokers sharing a host keep their ids and no two series merge."""
+    assert pulsar_broker_labels(["h1:8080", "h2:8080", "h2:8081", "h3"]) == {
+        "h1:8080": "h1",
+        "h2:8080": "h2:8080",
+        "h2:8081": "h2:8081",
+        "h3": "h3",
+    }
+    # A host equal to another broker's whole id, and an IPv6 host: still one label per broker.
+    # ("a:b" shares host "a" with "a:9090", so keeps its id, which is "a:b:8080"'s host.)
+    ids = ["a:b:8080", "a:b", "a:9090", "[::1]:8080", "10.0.0.1:8080", "10.0.0.1"]
+    labels = pulsar_broker_labels(ids)
+    assert len(set(labels.values())) == len(ids)
+    assert labels["[::1]:8080"] == "[::1]" and labels["a:b:8080"] == "a:b:8080" and labels["a:b"] == "a:b"
+
+    m = PrometheusMetrics(cluster="c")
+    m.view_updated(
+        SimpleNamespace(brokers={"h1:8080": _broker(10), "h2:8080": _broker(20), "h2:8081": _broker(30)}), {}
+    )
+    cpu = {s.labels["broker"]: s.value for s in _families(m)["pulsar_lb_cpu_usage"].samples}  # type: ignore[attr-defined]
+    assert cpu == pytest.approx({"h1": 10.0, "h2:8080": 20.0, "h2:8081": 30.0})
+    own = {"cluster": "c", "broker": "h1:8080"}  # loadmgr_* series keep the broker id
+    assert m.registry.get_sample_value("loadmgr_broker_max_resource_usage_ratio", own) is not None
