@@ -209,6 +209,14 @@ def test_quorum_lost_stops_every_decision_and_recovers_to_one_leader(
         lambda: not c.leaders(), SERVICE_SESSION_S, interval=0.05, what="every instance to stop deciding"
     )
     stopped_within = time.monotonic() - lost_at
+    # A follower connected to a surviving member learns of the lost quorum only when that member drops
+    # its clients, which can come after the leader has stepped down: wait for it within the session.
+    wait_for(
+        lambda: all(apps[s.instance_id].get("/readyz").status_code == 503 for s in c.services),
+        max(0.1, SERVICE_SESSION_S - (time.monotonic() - lost_at)),
+        interval=0.05,
+        what="every instance to report not ready",
+    )
     for s in c.services:
         r = apps[s.instance_id].get("/readyz")
         assert r.status_code == 503
