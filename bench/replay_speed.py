@@ -1,21 +1,25 @@
 """Speed of the replay's Spark extraction against a bare ``groupBy("time")`` over the same Parquet rows.
 
     flock /tmp/loadmgr-heavy.lock nice -n 5 .venv/bin/python bench/replay_speed.py \
-        [--brokers 1000] [--bundles 100000] [--cycles 1000] [--small-cycles 10]
+        [--brokers 1000] [--bundles 100000] [--cycles 10 100 1000] [--driver-max-rows 20000000]
 
 Generates history with Spark itself (``spark.range``) in the sink's layout: one bundle row per bundle per
-one-minute cycle (owner ``bundle % brokers``) and one broker row per broker per cycle. Then, at the
-small size (``--small-cycles``) and the full one (``--cycles``), times, best of ``--repeat`` after a
-warm-up and alternating so load from elsewhere hits both alike:
+one-minute cycle (owner ``bundle % brokers``) and one broker row per broker per cycle. Then, per size in
+``--cycles``, times (best of ``--repeat`` after a warm-up at the first size, alternating so load from
+elsewhere hits every variant alike):
 
-- bare: ``groupBy("time").agg(count, sum)`` of the bundle rows, to the ``noop`` sink;
-- extraction: what :func:`service.longterm.replay_extract.extract` asks Spark for — the bundle rows
-  validated and grouped per cycle into arrays, the broker rows likewise, and the capacity lines —
-  with the grouped rows to the ``noop`` sink, so both sides stop at the executors' output.
+- bare, two columns: ``groupBy("time").agg(count, sum(msg_rate_in))`` of the bundle rows, to the ``noop``
+  sink (the baseline of the first measurement: Parquet reads two of the seven columns);
+- bare, same columns: ``groupBy("time")`` with an aggregate over every column the extraction reads
+  (``count``, ``max(bundle)``, ``max(owner)``, the sums of the four values), read through the same
+  range reader, to ``noop``: the same rows and the same bytes decoded, grouped per cycle;
+- extraction to the executors: the plans :func:`service.longterm.replay_extract.fetch` runs (valid bundle
+  rows, valid broker rows, capacity fit) with the rows to the ``noop`` sink;
+- extraction to the driver: :func:`~service.longterm.replay_extract.fetch` itself, the rows arriving on
+  the driver as Arrow tables (skipped above ``--driver-max-rows``: the driver would hold them all).
 
-The driver side of ``extract`` (streaming the grouped cycles and building the replay's inputs) is timed
-at the small size only: it is Python work proportional to the rows, which the replay then iterates
-anyway. Prints each ratio extraction / bare.
+The driver's Python side of ``extract`` (grouping the Arrow rows per cycle and building the replay's
+objects) is timed at the first size only. Prints each ratio against both bare variants.
 """
 
 from __future__ import annotations
@@ -28,12 +32,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from service.longterm.compute import compute_capacity
-from service.longterm.input import build_spark, read_range
-from service.longterm.replay_extract import broker_cycles, bundle_cycles, extract
+from service.longterm.compute import capacity_of
+from service.longterm.input import VALUES, build_spark, read_range
+from service.longterm.replay_extract import assemble, broker_rows, bundle_rows, fetch, tune_session
 
 T0 = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 STEP_MS = 60_000
@@ -98,12 +103,41 @@ def best_of(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, floa
     return best
 
 
+def timers(spark: Any, path: str, end_ms: int, to_driver: bool) -> dict[str, Callable[[], object]]:
+    from pyspark.sql import functions as F
+
+    def noop(df: Any) -> None:
+        df.write.format("noop").mode("overwrite").save()
+
+    def bare2() -> object:
+        df = spark.read.parquet(f"{path}/bundles")
+        return noop(df.groupBy("time").agg(F.count(F.lit(1)), F.sum("msg_rate_in")))
+
+    def bare_same() -> object:
+        df = read_range(spark, path, "bundles", T0, end_ms)
+        aggs = [F.count(F.lit(1)), F.max("bundle"), F.max("owner"), *[F.sum(v) for v in VALUES]]
+        return noop(df.groupBy("time").agg(*aggs))
+
+    def executors() -> object:
+        raw = read_range(spark, path, "brokers", T0, end_ms).cache()
+        noop(broker_rows(raw))
+        fits = capacity_of(raw)
+        raw.unpersist()
+        noop(bundle_rows(read_range(spark, path, "bundles", T0, end_ms)))
+        return fits
+
+    got: dict[str, Callable[[], object]] = {"bare2": bare2, "bare_same": bare_same, "executors": executors}
+    if to_driver:
+        got["driver"] = lambda: fetch(spark, path, T0, end_ms)
+    return got
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--brokers", type=int, default=1000)
     ap.add_argument("--bundles", type=int, default=100_000)
-    ap.add_argument("--cycles", type=int, default=1000)
-    ap.add_argument("--small-cycles", type=int, default=10)
+    ap.add_argument("--cycles", type=int, nargs="+", default=[10, 100, 1000])
+    ap.add_argument("--driver-max-rows", type=int, default=20_000_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--driver-memory", default="6g")
@@ -115,12 +149,14 @@ def main() -> int:
         {
             "spark.ui.enabled": "false",
             "spark.driver.memory": args.driver_memory,
+            "spark.driver.maxResultSize": "0",
             "spark.sql.shuffle.partitions": str(4 * (os.cpu_count() or 2)),
         },
     )
+    tune_session(spark)
     tmp = tempfile.mkdtemp(prefix="replay-bench-", dir=args.tmp)
     try:
-        for cycles in (args.small_cycles, args.cycles):
+        for n, cycles in enumerate(args.cycles):
             path = f"{tmp}/c{cycles}"
             end_ms = T0 + cycles * STEP_MS
             started = time.perf_counter()
@@ -130,40 +166,31 @@ def main() -> int:
                 f" {cycles} cycles) in {time.perf_counter() - started:.1f} s",
                 flush=True,
             )
-
-            def bare(path: str = path) -> object:
-                from pyspark.sql import functions as F
-
-                df = spark.read.parquet(f"{path}/bundles")
-                agg = df.groupBy("time").agg(F.count(F.lit(1)), F.sum("msg_rate_in"))
-                return agg.write.format("noop").mode("overwrite").save()
-
-            def extraction(path: str = path, end_ms: int = end_ms) -> object:
-                bundles = bundle_cycles(read_range(spark, path, "bundles", T0, end_ms))
-                bundles.write.format("noop").mode("overwrite").save()
-                brokers = broker_cycles(read_range(spark, path, "brokers", T0, end_ms))
-                brokers.write.format("noop").mode("overwrite").save()
-                return compute_capacity(spark, path, T0, end_ms)
-
-            timers = {"bare": bare, "extraction": extraction}
-            if cycles == args.small_cycles:
-                for fn in timers.values():  # warm-up: class loading and JIT of the first jobs
+            fns = timers(spark, path, end_ms, rows <= args.driver_max_rows)
+            if n == 0:
+                for fn in fns.values():  # warm-up: class loading and JIT of the first jobs
                     fn()
-            best = best_of(timers, args.repeat)
-            print(
-                f"{rows:>13,} rows: bare groupBy(time) {best['bare']:7.2f} s, extraction"
-                f" {best['extraction']:7.2f} s = {best['extraction'] / best['bare']:.2f}x",
-                flush=True,
-            )
-            if cycles == args.small_cycles:
+            best = best_of(fns, args.repeat)
+            line = ", ".join(f"{k} {v:.2f} s" for k, v in best.items())
+            print(f"{rows:>13,} rows: {line}", flush=True)
+            for side in ("executors", "driver"):
+                if side in best:
+                    same, two = best[side] / best["bare_same"], best[side] / best["bare2"]
+                    print(
+                        f"{rows:>13,} rows: extraction to the {side} = {same:.2f}x bare same-columns,"
+                        f" {two:.2f}x bare two-column",
+                        flush=True,
+                    )
+            if n == 0:
+                fetched = fetch(spark, path, T0, end_ms)
                 started = time.perf_counter()
-                got = extract(spark, path, T0, end_ms, lambda _: None)
-                took = time.perf_counter() - started
+                got = assemble(fetched)
                 print(
-                    f"{rows:>13,} rows: full extract() with the driver building {len(got.cycles)} cycles"
-                    f" {took:7.2f} s = {took / best['bare']:.2f}x bare",
+                    f"{rows:>13,} rows: the driver's Python side of extract() (grouping {len(got.cycles)}"
+                    f" cycles, building the replay's objects) {time.perf_counter() - started:.2f} s",
                     flush=True,
                 )
+                del got, fetched
             shutil.rmtree(path, ignore_errors=True)
         print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     finally:

@@ -125,7 +125,7 @@ def _run(args: argparse.Namespace) -> int:
 def run(options: ReplayOptions, spark: Any = None) -> int:
     from service.commands.replay_output import print_table, write_json, write_plots
     from service.longterm.input import build_spark
-    from service.longterm.replay_extract import extract
+    from service.longterm.replay_extract import extract, tune_session
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -135,6 +135,8 @@ def run(options: ReplayOptions, spark: Any = None) -> int:
     own_spark = spark is None
     spark = spark or build_spark(options.master)
     try:
+        if own_spark:
+            tune_session(spark)
         t = time.monotonic()
         data = extract(spark, options.history, options.start_ms, options.end_ms, say)
         extract_s = time.monotonic() - t

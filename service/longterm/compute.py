@@ -260,12 +260,17 @@ def compute_capacity(
     spark: SparkSession, uri: str, start_ms: int, end_ms: int
 ) -> tuple[list[dict[str, Any]], int]:
     """Per broker: least-squares traffic per CPU percentage point (same rule as the reference)."""
-    from pyspark.sql import functions as F
-
     try:
         df = read_range(spark, uri, "brokers", start_ms, end_ms)
     except EmptyHistory:
         return [], 0
+    return capacity_of(df)
+
+
+def capacity_of(df: DataFrame) -> tuple[list[dict[str, Any]], int]:
+    """:func:`compute_capacity` over broker rows already read (the replay reuses its cached read)."""
+    from pyspark.sql import functions as F
+
     # Divided only where the limit is positive: Pulsar's default limit is 0 ({0,0} before the first
     # sample), and under ANSI mode a division by zero fails the whole job, not just the row.
     cpu = F.when(F.col("cpu_limit") > 0, F.col("cpu_usage") / F.col("cpu_limit") * 100.0)

@@ -53,6 +53,19 @@ def _bundle_schema() -> Any:
     return T.StructType(fields)
 
 
+def _broker_schema() -> Any:
+    from pyspark.sql import types as T
+
+    from service.longterm.history import BROKER_SCHEMA
+
+    # Given rather than inferred: inferring a Parquet schema costs a Spark job of its own (a footer read),
+    # seconds on a cold JVM; a column a foreign file lacks reads as null and fails the validity rules.
+    spark_type = {"int64": T.LongType(), "string": T.StringType(), "double": T.DoubleType()}
+    fields = [T.StructField(f.name, spark_type[str(f.type)]) for f in BROKER_SCHEMA]
+    fields += [T.StructField("date", T.DateType()), T.StructField("hour", T.IntegerType())]
+    return T.StructType(fields)
+
+
 def _cycle_schema() -> Any:
     from pyspark.sql import types as T
 
@@ -70,8 +83,9 @@ def read_range(spark: SparkSession, uri: str, dataset: str, start_ms: int, end_m
     if not _path_exists(spark, root):
         raise EmptyHistory(f"no {dataset} history at {root}")
     reader = spark.read.option("basePath", root)
-    if dataset in ("bundles", "cycles"):
-        reader = reader.schema(_bundle_schema() if dataset == "bundles" else _cycle_schema())
+    schemas = {"bundles": _bundle_schema, "brokers": _broker_schema, "cycles": _cycle_schema}
+    if dataset in schemas:
+        reader = reader.schema(schemas[dataset]())
     try:
         df = reader.parquet(root)
     except AnalysisException as e:
