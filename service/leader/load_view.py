@@ -57,6 +57,7 @@ class Snapshot:
     new_brokers: set[str] = field(default_factory=set)
     dead_brokers: set[str] = field(default_factory=set)
     bundle_data_versions: dict[str, int] = field(default_factory=dict)  # every node, malformed too
+    owner_versions: dict[str, int] = field(default_factory=dict)  # every ownership node, malformed too
     quotas: dict[str, Any] = field(default_factory=dict)
     dropped_bundles: list[str] = field(default_factory=list)
     adopted_long_term: list[str] = field(default_factory=list)
@@ -161,6 +162,7 @@ class LoadView:
                 layouts=dict(cache.layouts.values),
                 owners=dict(cache.owners.values),
                 assignments=dict(cache.assignments.values),
+                owner_versions=dict(cache.owners.versions),
             )
             if bundle_data:
                 snap.stored_bundle_data = dict(cache.bundle_data.values)
