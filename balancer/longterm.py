@@ -48,14 +48,32 @@ class BundleSample:
 
 @dataclass(frozen=True)
 class BrokerSample:
-    """One history row of a broker: its CPU and the traffic it carried in one cycle."""
+    """One history row of a broker: its CPU and the traffic it carried in one cycle, field by field.
+
+    The four traffic figures stay separate (as the history stores them) so each is validated on its
+    own before any sum: ``msg_rate_in=-5`` with a large ``msg_rate_out`` is a good sum and a bad row.
+    """
 
     broker: str | None
     time_ms: int | None
     cpu_usage: float | None
     cpu_limit: float | None
-    msg_rate: float | None
-    msg_throughput: float | None
+    msg_rate_in: float | None
+    msg_rate_out: float | None
+    msg_throughput_in: float | None
+    msg_throughput_out: float | None
+
+    @property
+    def msg_rate(self) -> float:
+        return float(self.msg_rate_in or 0.0) + float(self.msg_rate_out or 0.0)
+
+    @property
+    def msg_throughput(self) -> float:
+        return float(self.msg_throughput_in or 0.0) + float(self.msg_throughput_out or 0.0)
+
+    @property
+    def cpu_percent(self) -> float:
+        return float(self.cpu_usage or 0.0) / float(self.cpu_limit or 1.0) * 100.0
 
 
 def _good_number(v: float | None) -> bool:
@@ -72,12 +90,20 @@ def is_valid_bundle_sample(s: BundleSample) -> bool:
 
 
 def is_valid_broker_sample(s: BrokerSample) -> bool:
-    """A usable broker row: a CPU limit above zero (else there is no percentage) and sane figures."""
+    """A usable broker row, by the Spark job's rule (``service.longterm.compute.compute_capacity``).
+
+    A name and a time; a CPU limit above zero (else there is no percentage); each of CPU usage and the
+    four traffic figures finite and non-negative on its own; then the derived CPU percentage and the two
+    sums finite too, since two finite values can overflow (``1e308 + 1e308``, or usage over a 1e-320 limit).
+    """
     if not s.broker or s.time_ms is None or s.time_ms < 0:
         return False
     if not _good_number(s.cpu_limit) or not s.cpu_limit:
         return False
-    return all(_good_number(v) for v in (s.cpu_usage, s.msg_rate, s.msg_throughput))
+    fields = (s.cpu_usage, s.msg_rate_in, s.msg_rate_out, s.msg_throughput_in, s.msg_throughput_out)
+    if not all(_good_number(v) for v in fields):
+        return False
+    return all(_good_number(v) for v in (s.cpu_percent, s.msg_rate, s.msg_throughput))
 
 
 # ---- Pulsar's long-term window --------------------------------------------------------------------
@@ -247,9 +273,9 @@ def capacity_by_broker(rows: Iterable[BrokerSample]) -> tuple[dict[str, Capacity
             bad += 1
     fits: dict[str, CapacityFit] = {}
     for broker, samples in groups.items():
-        cpu = [float(s.cpu_usage or 0.0) / float(s.cpu_limit or 1.0) * 100.0 for s in samples]
-        rate = least_squares(cpu, [float(s.msg_rate or 0.0) for s in samples])
-        tput = least_squares(cpu, [float(s.msg_throughput or 0.0) for s in samples])
+        cpu = [s.cpu_percent for s in samples]
+        rate = least_squares(cpu, [s.msg_rate for s in samples])
+        tput = least_squares(cpu, [s.msg_throughput for s in samples])
         fits[broker] = CapacityFit(
             broker=broker,
             samples=len(samples),

@@ -18,6 +18,7 @@ from service.api import errors
 from service.api.auth import Authenticator, Reader
 from service.api.guard import install_guard
 from service.api.routers import brokers, bundles, cluster, namespaces, shedding
+from service.api.schemas import ErrorBody
 from service.settings import Settings
 
 API_DESCRIPTION = """Live load manager for Apache-Pulsar-style broker clusters.
@@ -27,6 +28,10 @@ assign a bundle) run on the leader: a follower forwards them, only to a leader w
 verify. Mutations need the admin token (`Authorization: Bearer <token>`); reads need the admin or the
 read token unless reads were opened (`LOADMGR_API_READS_OPEN`). `/healthz` and `/readyz` are open.
 """
+
+
+# Every route behind the token check may answer 401 (no or unknown token).
+READER_ERRORS: dict[int | str, dict[str, Any]] = {401: {"model": ErrorBody}}
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -46,7 +51,7 @@ def create_app(service: Any, settings: Settings, registry: CollectorRegistry | N
     app.state.auth = Authenticator(settings)
     errors.install(app)
     for router in (brokers.router, bundles.router, cluster.router, namespaces.router, shedding.router):
-        app.include_router(router, dependencies=[Reader])
+        app.include_router(router, dependencies=[Reader], responses=READER_ERRORS)
     app.include_router(cluster.health)  # probes carry no token
     install_guard(app, settings)
     if registry is not None:

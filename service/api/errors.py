@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import logging
 import math
+from http import HTTPStatus
 from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException
 
 from balancer.errors import InvalidInput, PreconditionFailed, UnknownBroker, UnknownBundle
 from service.errors import AdminRequired, ExecutorError, NotLeader, StaleWrite, StoreUnavailable
@@ -101,6 +103,25 @@ def install(app: FastAPI) -> None:
             for e in exc.errors()
         ]
         return _error(422, "ValidationError", detail)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> Response:
+        # Every error body has the documented shape (ErrorBody: error + detail), the token checks'
+        # 401/403 and an unknown route's 404 included.
+        if exc.status_code == 400:
+            # FastAPI's answer to a body it cannot even decode (not UTF-8): the same failure as a
+            # body that is not JSON, which it reports as a 422 validation error.
+            detail = [
+                {"field": "body", "reason": "body is not JSON text", "loc": ["body"], "type": "json_invalid"}
+            ]
+            return _error(422, "ValidationError", detail)
+        if exc.status_code in (204, 304):
+            return Response(status_code=exc.status_code, headers=exc.headers)
+        try:
+            name = HTTPStatus(exc.status_code).phrase.replace(" ", "").replace("-", "")
+        except ValueError:
+            name = "HTTPError"
+        return _error(exc.status_code, name, exc.detail, headers=dict(exc.headers or {}))
 
     @app.exception_handler(AdminRequired)
     async def _admin_required(_: Request, exc: AdminRequired) -> JSONResponse:

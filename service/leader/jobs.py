@@ -78,6 +78,7 @@ class LeaderJobs(SplitJobs):
         self.last_plan: CyclePlan | None = None
         self.cycles = 0
         self.bundle_data_conflicts = 0
+        self.poison_owners_removed = 0
 
     @property
     def zk_native(self) -> bool:
@@ -210,6 +211,7 @@ class LeaderJobs(SplitJobs):
             gone = commit_batches(self.store, stale, self.assigner.current_fence())
             for op, _ in gone.done:
                 self.view.wrote_assignment(op.key, None, -1)
+        self._remove_poison_owners(snap, live)
         if not snap.brokers:
             return 0
         ops: list[Op] = []
@@ -275,6 +277,33 @@ class LeaderJobs(SplitJobs):
                 len(result.refused),
                 result.refused[0][1],
                 result.refused[0][0].key,
+            )
+        return len(done)
+
+    def _remove_poison_owners(self, snap: Snapshot, live: set[str]) -> int:
+        """Delete, fenced, each live bundle's ownership node that is persistent or unreadable.
+
+        Ownership is an agent's ephemeral node; such a node belongs to no broker, and every agent's
+        create would meet it for ever (Pulsar's lock gives up the same way: "already created as
+        non-ephemeral"). Each suspect is read again just before: only a node still poison at the
+        version read is deleted, so a legitimate ephemeral owner node is never touched.
+        """
+        suspects = [b for b in sorted(live) if b in snap.owner_versions and b not in snap.owners]
+        ops = [
+            Op.delete(P.ownership_path(b), version, key=b)
+            for b in suspects
+            if (version := self.store.poison_owner_version(b)) is not None
+        ]
+        if not ops or not self.is_leader():
+            return 0
+        done = commit_batches(self.store, ops, self.assigner.current_fence()).done
+        self.poison_owners_removed += len(done)
+        if done:  # one line per reconcile: each node's own line came from the malformed log
+            log.warning(
+                "removed %d poison ownership node(s) (persistent or malformed) so the bundles can be "
+                "owned again, e.g. %s",
+                len(done),
+                done[0][0].key,
             )
         return len(done)
 

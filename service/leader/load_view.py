@@ -66,6 +66,7 @@ class Snapshot:
     bundle_data_versions: dict[str, int] = field(default_factory=dict)  # every node, malformed too
     report_versions: dict[str, int] = field(default_factory=dict)  # broker -> report node version
     bundle_data_mark: tuple[int, int] | None = None  # the bundle-data journal's position at this read
+    owner_versions: dict[str, int] = field(default_factory=dict)  # every ownership node, malformed too
     quotas: dict[str, Any] = field(default_factory=dict)
     dropped_bundles: list[str] = field(default_factory=list)
     adopted_long_term: list[str] = field(default_factory=list)
@@ -330,6 +331,7 @@ def _snapshot_of(cache: ClusterCache, now_ms: int, bundle_data: bool) -> Snapsho
         layouts=dict(cache.layouts.values),
         owners=dict(cache.owners.values),
         assignments=dict(cache.assignments.values),
+        owner_versions=dict(cache.owners.versions),
     )
     if bundle_data:
         snap.stored_bundle_data = dict(cache.bundle_data.values)

@@ -259,7 +259,8 @@ def _assemble(bundle: str, s: dict[str, Any], total_cycles: int) -> BundleLongTe
 def compute_capacity(
     spark: SparkSession, uri: str, start_ms: int, end_ms: int
 ) -> tuple[list[dict[str, Any]], int]:
-    """Per broker: least-squares traffic per CPU percentage point (same rule as the reference)."""
+    """Per broker: least-squares traffic per CPU percentage point; row validity is
+    :func:`balancer.longterm.is_valid_broker_sample`'s, field by field (tested to agree)."""
     try:
         df = read_range(spark, uri, "brokers", start_ms, end_ms)
     except EmptyHistory:

@@ -41,6 +41,9 @@ from service.zookeeper.wire import json_bytes, translated
 # under /loadbalance/brokers belongs to no running broker and must never receive bundles.
 V = TypeVar("V")
 PHANTOM_REASON = "persistent node: a live broker registers an ephemeral one"
+# Likewise ownership: a broker owns a bundle while its session holds the node, so a persistent node
+# there is owned by nobody and, left alone, would stop every broker from taking the bundle.
+PERSISTENT_OWNER_REASON = "persistent ownership node: an owner holds an ephemeral one"
 
 log = logging.getLogger(__name__)
 __all__ = ["Assignment", "Owner", "Versioned", "ZkStore", "translated"]
@@ -111,6 +114,9 @@ class ZkStore(JsonZk):
         return self.parse_node(path, raw, stat, lambda doc: parse_layout(namespace, doc))
 
     def decode_owner(self, path: str, raw: bytes, stat: Any) -> Owner | None:
+        if not getattr(stat, "ephemeralOwner", 0):
+            self._malformed(path, PERSISTENT_OWNER_REASON, int(getattr(stat, "mzxid", -1)))
+            return None
         got = self.parse_node(path, raw, stat, parse_owner)
         return None if got is None else Owner(got.value, int(stat.ephemeralOwner), int(stat.version))
 
@@ -276,6 +282,16 @@ class ZkStore(JsonZk):
         path = P.ownership_path(bundle)
         got = self._get(path)
         return None if got is None else self.decode_owner(path, *got)
+
+    def poison_owner_version(self, bundle: str) -> int | None:
+        """The version of ``bundle``'s ownership node if it is poison, read now: persistent, or not
+        an ownership record. None when there is no node or it is a legitimate (ephemeral, readable)
+        owner, which nobody but its own session ever deletes."""
+        path = P.ownership_path(bundle)
+        got = self._get(path)
+        if got is None or self.decode_owner(path, *got) is not None:
+            return None
+        return int(got[1].version)
 
     def read_assignment(self, bundle: str) -> Versioned[Assignment] | None:
         path = P.assignment_path(bundle)

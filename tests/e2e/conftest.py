@@ -31,6 +31,21 @@ def demo() -> Iterator[Demo]:
         d.stop()
 
 
+@pytest.fixture(scope="session")
+def scratch_demo() -> Iterator[Demo]:
+    """A second, small demo for the API fuzzers, whose random unloads, splits and namespaces (up to
+    1,024 bundles each) would otherwise change the cluster and flood the decision log that the
+    behavioural tests on ``demo`` check. Not waited on to balance: brokers report, that is enough."""
+    if shutil.which("java") is None:
+        pytest.skip("the demo needs Java 17+ for its embedded ZooKeeper")
+    d = Demo(DemoOptions(brokers=2, bundles=4, port=0, token=TOKEN, shed_interval_s=3.0), out=io.StringIO())
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+
+
 @pytest.fixture
 def api(demo: Demo) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=demo.url, timeout=20.0) as c:

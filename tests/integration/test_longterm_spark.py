@@ -156,13 +156,17 @@ def _reference(root: Path, start_ms: int, end_ms: int) -> tuple[dict[str, Any], 
         for r in rows if start_ms <= r["time"] < end_ms
     ]  # fmt: skip
     results, bad = long_term_by_bundle(samples)
+    fits, _ = _reference_capacity(root, start_ms, end_ms)
+    return results, bad, fits
+
+
+def _reference_capacity(root: Path, start_ms: int, end_ms: int) -> tuple[dict[str, Any], int]:
     brows = ds.dataset(str(root / "brokers"), format="parquet", partitioning="hive").to_table().to_pylist()
-    fits, _ = capacity_by_broker(
-        BrokerSample(r["broker"], r["time"], r["cpu_usage"], r["cpu_limit"],
-                     r["msg_rate_in"] + r["msg_rate_out"], r["msg_throughput_in"] + r["msg_throughput_out"])
+    return capacity_by_broker(
+        BrokerSample(r["broker"], r["time"], r["cpu_usage"], r["cpu_limit"], r["msg_rate_in"],
+                     r["msg_rate_out"], r["msg_throughput_in"], r["msg_throughput_out"])
         for r in brows if start_ms <= r["time"] < end_ms
     )  # fmt: skip
-    return results, bad, fits
 
 
 def test_job_matches_reference_and_merges_into_zookeeper(
@@ -389,13 +393,26 @@ def test_degenerate_broker_rows_are_skipped_field_by_field(history: Path, spark:
     root = tmp_path / "history"
     shutil.copytree(history, root)
     date, hour = partition_of(T0)
-    rows = [_broker_row(cpu_usage=0.0, cpu_limit=0.0), _broker_row(msg_rate_in=-5.0, msg_rate_out=1e4)]
+    rows = [
+        _broker_row(cpu_usage=0.0, cpu_limit=0.0),
+        _broker_row(msg_rate_in=-5.0, msg_rate_out=1e4),
+        _broker_row(msg_throughput_out=math.inf),
+        _broker_row(msg_rate_in=1e308, msg_rate_out=1e308),  # each field good, the sum overflows
+        _broker_row(cpu_usage=1.0, cpu_limit=5e-324),  # a subnormal limit: infinite percentage
+    ]
     part = root / "brokers" / f"date={date}" / f"hour={hour}" / "part-degenerate.parquet"
     pq.write_table(pa.Table.from_pylist(rows, schema=BROKER_SCHEMA), part)
     fits0, bad0 = compute_capacity(spark, str(history), T0, END_MS)
     fits, bad = compute_capacity(spark, str(root), T0, END_MS)
-    assert bad == bad0 + 2
+    assert bad == bad0 + len(rows)
     assert "b9" not in {f["broker"] for f in fits} and len(fits) == len(fits0)
+    # the pure reference applies the same per-field rule: same rows rejected, same fits
+    ref_fits, ref_bad = _reference_capacity(root, T0, END_MS)
+    assert ref_bad == bad and set(ref_fits) == {f["broker"] for f in fits}
+    for f in fits:
+        want = ref_fits[f["broker"]]
+        assert f["samples"] == want.samples
+        assert f["msg_rate_per_cpu_point"] == pytest.approx(want.msg_rate_per_cpu_point, rel=1e-6)
 
 
 def test_a_corrupt_parquet_file_in_range_is_skipped(

@@ -203,3 +203,68 @@ def test_a_broker_id_with_a_slash_is_refused_before_any_node_is_written(store: Z
     with pytest.raises(InvalidInput, match="broker_id"):
         store.register_broker("a/b:1", LocalBrokerData(web_service_url="http://a:1"))
     assert store.client.exists(P.broker_path("a")) is None
+
+
+def _malformed_by_kind(metrics: PrometheusMetrics) -> dict[str, float]:
+    families = {f.name: f for f in text_string_to_metric_families(metrics.render().decode())}
+    return {
+        s.labels["kind"]: s.value
+        for s in families["loadmgr_malformed_nodes"].samples
+        if s.name.endswith("_total")
+    }
+
+
+def test_a_persistent_or_garbage_ownership_node_on_a_live_bundle_is_removed(cluster: Cluster) -> None:
+    """Ownership is ephemeral: a persistent node on a live bundle's path (well-formed or not) used to
+    make every agent's create fail for ever, so the bundle was never owned again."""
+    config = fast_config()
+    cluster.scenario(skewed_scenario(NS, 4, seed=5))
+    persistent, garbage = sorted(cluster.bundles())[:2]
+    doc = {"brokerId": "b1:8080", "httpUrl": "http://b1:8080", "disabled": False}  # names a live broker
+    cluster.admin.client.create(P.ownership_path(persistent), json.dumps(doc).encode(), makepath=True)
+    cluster.admin.client.create(P.ownership_path(garbage), DEEP, makepath=True)
+    for b in ("b1:8080", "b2:8080"):
+        cluster.agent(b, config)
+    metrics = PrometheusMetrics()
+    svc = cluster.service("s1:7003", config, metrics=metrics)
+    wait_for(svc.is_leader, 15, what="leadership")
+    cycles = svc.jobs.cycles
+    # within a few shedding cycles (3 s each): both nodes gone, every bundle owned by a live agent
+    wait_for(lambda: set(cluster.owners()) == cluster.bundles(), 15, what="every bundle owned")
+    assert svc.jobs.cycles <= cycles + 4
+    for bundle in (persistent, garbage):
+        stat = cluster.admin.client.exists(P.ownership_path(bundle))
+        assert stat is not None and stat.ephemeralOwner != 0  # an agent's node now
+        assert cluster.owners()[bundle] in cluster.agents
+    assert svc.jobs.poison_owners_removed == 2
+    assert _malformed_by_kind(metrics)["ownership"] >= 2
+    assert svc.job_failures == {}, svc.job_failures
+
+
+def test_an_ephemeral_well_formed_owner_node_is_never_removed(cluster: Cluster) -> None:
+    """The leader does not own ownership nodes: a live session's readable node stays, even one the
+    leader would rather see elsewhere (no assignment names it) or one naming an unregistered broker."""
+    config = fast_config()
+    cluster.scenario(skewed_scenario(NS, 4, seed=5))
+    held, ghost = sorted(cluster.bundles())[:2]
+    urls = {"httpUrl": "http://b3:8080", "nativeUrl": "pulsar://b3:6650"}
+    broker = ZkStore(cluster.hosts, session_timeout_s=10)  # a live broker session, no agent loop
+    broker.start()
+    try:
+        broker.register_broker("b3:8080", LocalBrokerData(web_service_url="http://b3:8080"))
+        assert broker.acquire(held, "b3:8080", urls)
+        assert broker.acquire(ghost, "gone:1", urls)  # ephemeral, well-formed, names no live broker
+        before = {b: cluster.admin.client.exists(P.ownership_path(b)) for b in (held, ghost)}
+        assert all(broker.poison_owner_version(b) is None for b in (held, ghost))
+        cluster.agent("b1:8080", config)
+        svc = cluster.service("s1:7003", config)
+        wait_for(svc.is_leader, 15, what="leadership")
+        cycles = svc.jobs.cycles
+        wait_for(lambda: svc.jobs.cycles >= cycles + 3, 20, what="three shedding cycles")
+        for bundle, stat in before.items():
+            now = cluster.admin.client.exists(P.ownership_path(bundle))
+            assert now is not None and (now.czxid, now.ephemeralOwner) == (stat.czxid, broker.session_id)
+        assert svc.jobs.poison_owners_removed == 0
+        assert svc.job_failures == {}, svc.job_failures
+    finally:
+        broker.stop()

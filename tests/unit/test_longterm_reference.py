@@ -16,6 +16,7 @@ from balancer.longterm import (
     BundleSample,
     capacity_by_broker,
     closed_form_weight,
+    is_valid_broker_sample,
     least_squares,
     long_term_by_bundle,
     long_term_message_data,
@@ -126,11 +127,13 @@ def test_peak_hour_and_modes() -> None:
 
 def test_capacity_fit_recovers_a_line() -> None:
     rows = [
-        BrokerSample("b1", i, cpu, 200.0, 3.0 * (cpu / 2.0) + 7.0, 1000.0 * (cpu / 2.0))
+        BrokerSample(
+            "b1", i, cpu, 200.0, 3.0 * (cpu / 2.0) + 5.0, 2.0, 600.0 * (cpu / 2.0), 400.0 * (cpu / 2.0)
+        )
         for i, cpu in enumerate(range(10, 190, 10))
     ]
-    rows.append(BrokerSample("b2", 0, 50.0, 0.0, 1.0, 1.0))  # no CPU limit: no percentage
-    rows.append(BrokerSample("b3", 0, 50.0, 100.0, 1.0, 1.0))  # one point: no line
+    rows.append(BrokerSample("b2", 0, 50.0, 0.0, 1.0, 0.0, 1.0, 0.0))  # no CPU limit: no percentage
+    rows.append(BrokerSample("b3", 0, 50.0, 100.0, 1.0, 0.0, 1.0, 0.0))  # one point: no line
     fits, bad = capacity_by_broker(rows)
     assert bad == 1
     f = fits["b1"]
@@ -139,3 +142,43 @@ def test_capacity_fit_recovers_a_line() -> None:
     assert f.throughput_per_cpu_point == pytest.approx(1000.0)
     assert fits["b3"].msg_rate_per_cpu_point is None
     assert least_squares([1.0, 1.0], [2.0, 3.0]) is None
+
+
+def _broker(**over: float | None) -> BrokerSample:
+    fields: dict[str, float | None] = {
+        "cpu_usage": 10.0,
+        "cpu_limit": 100.0,
+        "msg_rate_in": 1.0,
+        "msg_rate_out": 1.0,
+        "msg_throughput_in": 1.0,
+        "msg_throughput_out": 1.0,
+    }
+    fields.update(over)
+    return BrokerSample("b9", 7, **fields)  # type: ignore[arg-type]
+
+
+# Each of these has a finite, non-negative sum (or would, summed the old way) and one bad field.
+BAD_BROKER_FIELDS = [
+    {"msg_rate_in": -5.0, "msg_rate_out": 1e4},  # a negative field compensated by its partner
+    {"msg_throughput_out": -1.0, "msg_throughput_in": 3.0},
+    {"msg_rate_out": math.inf},  # an infinite field
+    {"msg_throughput_in": math.nan},
+    {"cpu_usage": -1.0},
+    {"cpu_limit": 0.0},  # Pulsar's {0,0} default: no percentage
+    {"cpu_limit": math.inf},
+    {"msg_rate_in": None},
+    {"msg_rate_in": 1e308, "msg_rate_out": 1e308},  # two good fields whose sum overflows
+    {"cpu_limit": 5e-324, "cpu_usage": 1.0},  # a good usage over a subnormal limit: infinite percentage
+]
+
+
+@pytest.mark.parametrize("over", BAD_BROKER_FIELDS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_broker_rows_are_validated_field_by_field(over: dict[str, float | None]) -> None:
+    assert is_valid_broker_sample(_broker())
+    bad = _broker(**over)
+    assert not is_valid_broker_sample(bad)
+    # and such a row cannot bend the fit: it is counted and left out
+    rows = [_broker(cpu_usage=float(c), msg_rate_in=float(c)) for c in (10, 20, 30)] + [bad]
+    fits, skipped = capacity_by_broker(rows)
+    assert skipped == 1 and fits["b9"].samples == 3
+    assert fits["b9"].msg_rate_per_cpu_point == pytest.approx(1.0)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from service.api import views
+from service.api import links, views
 from service.api.deps import ServiceDep
 from service.api.schemas import BrokerDetail, BrokerSummary, ErrorBody
 
 router = APIRouter(prefix="/brokers", tags=["brokers"])
 
 
-@router.get("", response_model=list[BrokerSummary], summary="List live brokers with load and scores")
+@router.get(
+    "",
+    response_model=list[BrokerSummary],
+    responses=links.response(links.BROKER_LIST),
+    summary="List live brokers with load and scores",
+)
 def list_brokers(service: ServiceDep) -> list[dict[str, object]]:
     view = service.view()
     scores = views.strategy_scores(view, service.config)
@@ -21,7 +26,7 @@ def list_brokers(service: ServiceDep) -> list[dict[str, object]]:
 @router.get(
     "/{broker:path}",
     response_model=BrokerDetail,
-    responses={404: {"model": ErrorBody}},
+    responses={**links.response(links.BROKER), 404: {"model": ErrorBody}},
     summary="One broker: load, scores per strategy, owned bundles",
 )
 def get_broker(broker: str, service: ServiceDep) -> dict[str, object]:

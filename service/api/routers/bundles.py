@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query
 
 from balancer.bundles import namespace_of
-from service.api import views
+from service.api import links, views
 from service.api.deps import Mutation, PrincipalDep, ServiceDep
 from service.api.schemas import BundleDetail, BundleSummary, ErrorBody, SplitRequest, UnloadRequest
 
@@ -17,12 +17,19 @@ _MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody},
     403: {"model": ErrorBody},
     404: {"model": ErrorBody},
+    409: {"model": ErrorBody},  # a compare-and-set lost to a concurrent write
+    412: {"model": ErrorBody},  # Pulsar's answer to a split it cannot do (algorithm, range)
     422: {"model": ErrorBody},
     503: {"model": ErrorBody},
 }
 
 
-@router.get("", response_model=list[BundleSummary], summary="List bundles, optionally by namespace or broker")
+@router.get(
+    "",
+    response_model=list[BundleSummary],
+    responses=links.response(links.BUNDLE_LIST),
+    summary="List bundles, optionally by namespace or broker",
+)
 def list_bundles(
     service: ServiceDep,
     namespace: Annotated[str | None, Query(description="tenant/namespace")] = None,
@@ -43,7 +50,7 @@ def list_bundles(
 
 @router.post(
     "/{bundle:path}/unload",
-    responses=_MUTATION_ERRORS,
+    responses={**links.response(links.MUTATED_BUNDLE), **_MUTATION_ERRORS},
     dependencies=[Mutation],
     summary="Unload a bundle, optionally to a destination broker",
 )
@@ -61,7 +68,7 @@ def unload_bundle(
 
 @router.post(
     "/{bundle:path}/split",
-    responses=_MUTATION_ERRORS,
+    responses={**links.response(links.MUTATED_BUNDLE), **_MUTATION_ERRORS},
     dependencies=[Mutation],
     summary="Split a bundle with an algorithm (and positions for specified_positions_divide)",
 )
@@ -79,7 +86,7 @@ def split_bundle(
 @router.get(
     "/{bundle:path}",
     response_model=BundleDetail,
-    responses={404: {"model": ErrorBody}},
+    responses={**links.response(links.BUNDLE), 404: {"model": ErrorBody}},
     summary="One bundle: owner and short/long-term data",
 )
 def get_bundle(bundle: str, service: ServiceDep) -> dict[str, Any]:

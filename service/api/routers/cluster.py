@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from balancer.bundles import normalize_topic, split_bundle_name, topic_hash, topic_namespace
 from balancer.config import LoadBalancerConfig
 from balancer.errors import InvalidInput
-from service.api import views
+from service.api import links, views
 from service.api.deps import Mutation, PrincipalDep, ServiceDep, SettingsDep
 from service.api.schemas import ConfigBody, ErrorBody, Health, Leader, Lookup
 
@@ -21,7 +21,7 @@ health = APIRouter(tags=["health"])
 @router.get(
     "/lookup/{topic:path}",
     response_model=Lookup,
-    responses={403: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    responses={**links.response(links.LOOKUP), 403: {"model": ErrorBody}, 422: {"model": ErrorBody}},
     summary="The broker owning a topic's bundle (assigned through placement if unowned: admin only)",
 )
 def lookup(topic: str, service: ServiceDep, principal: PrincipalDep) -> dict[str, str]:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path
 
 from balancer.errors import InvalidInput
+from service.api import links
 from service.api.deps import Mutation, ServiceDep
 from service.api.schemas import CreateNamespaceRequest, ErrorBody, NamespacePoliciesRequest, NamespaceRow
 
@@ -23,8 +24,11 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody},
     503: {"model": ErrorBody},
 }
-Tenant = Annotated[str, Path(description="Tenant")]
-Namespace = Annotated[str, Path(description="Namespace within the tenant")]
+# Pulsar's NamedEntity characters (the admin checks the same); in the schema, so clients and
+# generators know a valid name before asking.
+NAME_PATTERN = r"^[-=:.\w]+$"
+Tenant = Annotated[str, Path(description="Tenant", pattern=NAME_PATTERN)]
+Namespace = Annotated[str, Path(description="Namespace within the tenant", pattern=NAME_PATTERN)]
 
 
 def _admin(service: Any) -> Any:
@@ -35,7 +39,12 @@ def _cluster(service: Any, requested: str | None) -> str | None:
     return requested or service.settings.cluster or None
 
 
-@router.get("", response_model=list[NamespaceRow], summary="Namespaces, bundle counts, anti-affinity groups")
+@router.get(
+    "",
+    response_model=list[NamespaceRow],
+    responses=links.response(links.NAMESPACE_LIST),
+    summary="Namespaces, bundle counts, anti-affinity groups",
+)
 def list_namespaces(service: ServiceDep) -> list[dict[str, Any]]:
     return [
         {"namespace": r.namespace, "bundles": r.bundles, "namespaceAntiAffinityGroup": r.anti_affinity_group}
@@ -47,7 +56,7 @@ def list_namespaces(service: ServiceDep) -> list[dict[str, Any]]:
     "/{tenant}/{namespace}",
     status_code=201,
     response_model=NamespaceRow,
-    responses=_ERRORS,
+    responses={**links.response(links.CREATED_NAMESPACE, 201), **_ERRORS},
     dependencies=[Mutation],
     summary="Create a namespace (pulsar-admin namespaces create)",
 )
@@ -84,7 +93,7 @@ def delete_namespace(tenant: Tenant, namespace: Namespace, service: ServiceDep) 
 @router.put(
     "/{tenant}/{namespace}/policies",
     response_model=NamespaceRow,
-    responses=_ERRORS,
+    responses={**links.response(links.NAMESPACE), **_ERRORS},
     dependencies=[Mutation],
     summary="Set the anti-affinity group and/or an isolation policy for the namespace",
 )
