@@ -255,3 +255,18 @@ def test_brokers_parked_at_opposite_sides_of_the_target_drift_in() -> None:
     assert set(last.unloads) == {"a"}
     assert set(last.destinations.values()) == {"b"}
     assert "slow drift" in last.brokers["a"].message
+
+
+def test_a_jump_out_of_the_band_waits_one_more_report_than_a_broker_off_from_the_start() -> None:
+    # A three-interval spike ended in the cycle its third report fired the fast path: a broker that was
+    # in band in the call before its run of hits needs a fourth; one off from the start still three.
+    calm = {n: (40.0, [1000.0] * 20) for n in "abcd"}
+    hot = dict(calm, a=(75.0, [75.0 * 25.0] * 20))  # traffic up with the CPU: confirmed
+    jumped = BalancedShedder()
+    for _ in range(3):
+        assert jumped.find_bundles_for_unloading(cluster(calm), CONFIG).count == 0
+    assert [jumped.find_bundles_for_unloading(cluster(hot), CONFIG).count for _ in range(3)] == [0, 0, 0]
+    assert set(jumped.find_bundles_for_unloading(cluster(hot), CONFIG).unloads) == {"a"}
+    from_start = BalancedShedder()
+    assert [from_start.find_bundles_for_unloading(cluster(hot), CONFIG).count for _ in range(2)] == [0, 0]
+    assert set(from_start.find_bundles_for_unloading(cluster(hot), CONFIG).unloads) == {"a"}
