@@ -60,7 +60,9 @@ def test_small_bundles_mean_more_unloads() -> None:
 
 def test_capacity_sets_the_share() -> None:
     # A twice-as-strong broker should carry twice the traffic: 300 / 150 is already balanced.
-    assert balance_bound(state([[50.0] * 6, [50.0] * 3], caps=[2.0, 1.0]), ratio=1.0).rate == pytest.approx(0.0)
+    assert balance_bound(state([[50.0] * 6, [50.0] * 3], caps=[2.0, 1.0]), ratio=1.0).rate == pytest.approx(
+        0.0
+    )
     assert balance_bound(state([[50.0] * 6, [50.0] * 3]), ratio=1.0).rate == pytest.approx(75.0)
 
 
