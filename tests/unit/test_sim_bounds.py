@@ -38,9 +38,17 @@ def test_two_brokers_must_meet_in_the_middle() -> None:
 
 
 def test_a_looser_ratio_needs_less_traffic() -> None:
-    # 300 / 100 -> at ratio 1.25 the least is 400 * 1.25 / 2.25 = 222.2 against 177.8: 77.8 moves.
-    b = balance_bound(state([[100.0, 100.0, 100.0], [100.0]]), ratio=1.25)
+    # 300 / 100 in bundles of 10 -> at ratio 1.25 the least is 400 * 1.25 / 2.25 = 222.2 against
+    # 177.8: 77.8 moves, in 8 bundles.
+    b = balance_bound(state([[10.0] * 30, [10.0] * 10]), ratio=1.25)
     assert b.rate == pytest.approx(300 - 400 * 1.25 / 2.25, rel=1e-6)
+    assert b.unloads == 8
+
+
+def test_whole_bundles_move() -> None:
+    # The same 300 / 100 in bundles of 100: 77.8 over, but only a whole bundle of 100 can leave.
+    b = balance_bound(state([[100.0, 100.0, 100.0], [100.0]]), ratio=1.25)
+    assert b.rate == pytest.approx(100.0)
     assert b.unloads == 1
 
 
@@ -52,10 +60,10 @@ def test_small_bundles_mean_more_unloads() -> None:
 
 def test_capacity_sets_the_share() -> None:
     # A twice-as-strong broker should carry twice the traffic: 300 / 150 is already balanced.
-    assert balance_bound(state([[150.0, 150.0], [150.0]], caps=[2.0, 1.0]), ratio=1.0).rate == pytest.approx(
+    assert balance_bound(state([[50.0] * 6, [50.0] * 3], caps=[2.0, 1.0]), ratio=1.0).rate == pytest.approx(
         0.0
     )
-    assert balance_bound(state([[150.0, 150.0], [150.0]]), ratio=1.0).rate == pytest.approx(75.0)
+    assert balance_bound(state([[50.0] * 6, [50.0] * 3]), ratio=1.0).rate == pytest.approx(75.0)
 
 
 def test_balanced_state_costs_nothing() -> None:
