@@ -25,6 +25,17 @@ class PreconditionFailed(InvalidInput):
     """Input Pulsar refuses with HTTP 412 (e.g. a split algorithm not in the supported list)."""
 
 
+class AlreadyExists(InvalidInput):
+    """A create of something that exists (Pulsar's admin answers 409 Conflict)."""
+
+
+class UnknownNamespace(LoadMgrError, KeyError):
+    """A namespace that has no policies node."""
+
+    def __str__(self) -> str:
+        return f"namespace {self.args[0]} does not exist" if self.args else "unknown namespace"
+
+
 class UnknownBundle(LoadMgrError, KeyError):
     """A bundle name that no namespace layout contains."""
 

@@ -21,7 +21,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
-from balancer.errors import InvalidInput, PreconditionFailed, UnknownBroker, UnknownBundle
+from balancer.errors import (
+    AlreadyExists,
+    InvalidInput,
+    PreconditionFailed,
+    UnknownBroker,
+    UnknownBundle,
+    UnknownNamespace,
+)
 from service.errors import AdminRequired, ExecutorError, NotLeader, StaleWrite, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -75,6 +82,20 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(UnknownBundle)
     async def _unknown_bundle(_: Request, exc: UnknownBundle) -> JSONResponse:
         return _error(404, "UnknownBundle", {"bundle": str(exc), "reason": "no namespace layout contains it"})
+
+    @app.exception_handler(UnknownNamespace)
+    async def _unknown_namespace(_: Request, exc: UnknownNamespace) -> JSONResponse:
+        return _error(
+            404,
+            "UnknownNamespace",
+            {"namespace": str(exc.args[0]) if exc.args else "", "reason": "does not exist"},
+        )
+
+    @app.exception_handler(AlreadyExists)
+    async def _exists(_: Request, exc: AlreadyExists) -> JSONResponse:
+        # Pulsar's admin answers a create of an existing namespace with 409 Conflict.
+        detail = [{"field": exc.field, "value": _plain(exc.value), "reason": exc.reason}]
+        return _error(409, "AlreadyExists", detail)
 
     @app.exception_handler(UnknownBroker)
     async def _unknown_broker(_: Request, exc: UnknownBroker) -> JSONResponse:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from balancer.bundles import NamespaceBundles
-from balancer.errors import InvalidInput, UnknownBundle
+from balancer.errors import AlreadyExists, InvalidInput, UnknownNamespace
 from balancer.placement.context import IsolationPolicy
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
@@ -56,7 +56,7 @@ class NamespaceAdmin:
         if not 1 <= bundles <= 1024:
             raise InvalidInput("bundles", bundles, "must be between 1 and 1024")
         if self.store.get_json(P.policies_path(namespace)) is not None:
-            raise InvalidInput("namespace", namespace, "already exists")
+            raise AlreadyExists("namespace", namespace, "already exists")
         clusters = [cluster] if cluster else []
         layout = NamespaceBundles.initial(namespace, bundles)
         if self.store.get_json(P.join(TENANTS, tenant)) is None:
@@ -71,7 +71,7 @@ class NamespaceAdmin:
         try:
             self.store.put_json(P.policies_path(namespace), local, version=-1)
         except StaleWrite:
-            raise InvalidInput("namespace", namespace, "already exists") from None
+            raise AlreadyExists("namespace", namespace, "already exists") from None
         return layout
 
     def list(self) -> list[NamespaceInfo]:
@@ -90,7 +90,7 @@ class NamespaceAdmin:
         release its bundles when the layout is gone."""
         check_namespace(namespace)
         if self.store.get_json(P.policies_path(namespace)) is None:
-            raise UnknownBundle(f"namespace {namespace} does not exist")
+            raise UnknownNamespace(namespace)
         self.store.delete(P.policies_path(namespace))
         self.store.delete(P.join(TENANTS, namespace))
         for root in (P.BUNDLE_DATA, P.ASSIGNMENTS, P.RESOURCE_QUOTA):
@@ -101,7 +101,7 @@ class NamespaceAdmin:
         check_namespace(namespace)
         got = self.store.get_json(P.policies_path(namespace))
         if got is None or not isinstance(got.value, dict):
-            raise UnknownBundle(f"namespace {namespace} does not exist")
+            raise UnknownNamespace(namespace)
         doc = dict(got.value)
         if group:
             doc["namespaceAntiAffinityGroup"] = group

@@ -72,6 +72,7 @@ def test_create_policies_list_delete(
     assert run(h, "delete", "pay/us") == 0
     assert store.namespaces() == ["pay/eu"] and store.get_json("/admin/policies/pay/us") is None
     assert run(h, "delete", "pay/us") == 1
+    assert "namespace pay/us does not exist" in capsys.readouterr().out
 
 
 def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
@@ -96,7 +97,9 @@ def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
             "bundles": 4,  # defaultNumberOfNamespaceBundles
             "namespaceAntiAffinityGroup": "pay",
         }
-        assert api.post("/namespaces/pay/eu", json={}, headers=auth).status_code == 422  # exists
+        r = api.post("/namespaces/pay/eu", json={}, headers=auth)
+        assert r.status_code == 409, r.text  # exists: Pulsar's admin answers 409 Conflict
+        assert r.json()["error"] == "AlreadyExists"
         r = api.post("/namespaces/pay/eu", json={"bundles": 0}, headers=auth)
         assert r.status_code == 422
         body = {"isolationPolicy": {"name": "iso", "primary": ["b-1"], "minLimit": 1}}
@@ -110,5 +113,7 @@ def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
             {"namespace": "pay/eu", "bundles": 4, "namespaceAntiAffinityGroup": None}
         ]
         assert api.delete("/namespaces/pay/eu", headers=auth).status_code == 204
-        assert api.delete("/namespaces/pay/eu", headers=auth).status_code == 404
+        r = api.delete("/namespaces/pay/eu", headers=auth)
+        assert r.status_code == 404
+        assert r.json()["error"] == "UnknownNamespace" and r.json()["detail"]["namespace"] == "pay/eu"
         assert api.get("/namespaces", headers=auth).json() == []

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path
 
-from balancer.errors import InvalidInput
+from balancer.errors import InvalidInput, UnknownNamespace
 from service.api import links
 from service.api.deps import Mutation, ServiceDep
 from service.api.schemas import CreateNamespaceRequest, ErrorBody, NamespacePoliciesRequest, NamespaceRow
@@ -112,5 +112,5 @@ def set_policies(
         admin.isolate(cluster, iso.name, name, iso.primary, iso.secondary, iso.min_limit)
     row = next((r for r in admin.list() if r.namespace == name), None)
     if row is None:
-        raise InvalidInput("namespace", name, "does not exist")
+        raise UnknownNamespace(name)
     return {"namespace": name, "bundles": row.bundles, "namespaceAntiAffinityGroup": row.anti_affinity_group}
