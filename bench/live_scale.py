@@ -22,8 +22,10 @@ Each timing is also printed as a ratio to the in-memory cycle of the same data. 
 then compares the watch-fed view with a full re-read (minutes at 100,000 bundles).
 
 ``--serve-minutes M`` instead runs a real ``loadmgr serve`` process (Pulsar's one-minute shedding
-interval) against the populated cluster for M minutes, then reads its ``/metrics`` and its log:
-every scheduled shedding cycle must have run, none skipped by the scheduler.
+interval) against the populated cluster for M minutes from when it leads, then reads its
+``/metrics`` (once the last due run has finished) and its log, both as the service itself writes
+them (``service.leader.schedule``): every shedding run due must have started and finished, one a
+minute, and no job's run may have been missed, skipped (max instances) or have raised.
 """
 
 from __future__ import annotations
