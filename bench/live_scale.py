@@ -22,14 +22,17 @@ Each timing is also printed as a ratio to the in-memory cycle of the same data. 
 then compares the watch-fed view with a full re-read (minutes at 100,000 bundles).
 
 ``--serve-minutes M`` instead runs a real ``loadmgr serve`` process (Pulsar's one-minute shedding
-interval) against the populated cluster for M minutes, then reads its ``/metrics`` and its log:
-every scheduled shedding cycle must have run, none skipped by the scheduler.
+interval) against the populated cluster for M minutes from when it leads, then reads its
+``/metrics`` (once the last due run has finished) and its log, both as the service itself writes
+them (``service.leader.schedule``): every shedding run due must have started and finished, one a
+minute, and no job's run may have been missed, skipped (max instances) or have raised.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 import random
 import re
@@ -98,12 +101,23 @@ def reads(view: LoadView) -> dict[str, int]:
     }
 
 
-# APScheduler's own words when it does not start a due run.
-SKIP_MARKERS = ("maximum number of running instances reached", "was missed by")
+def sample(metrics: str, name: str, **labels: str) -> float:
+    """The value of ``name``'s series whose labels include ``labels`` in a ``/metrics`` text (0 if none)."""
+    for m in re.finditer(rf"^{name}(?:{{([^}}]*)}})? ([0-9.e+-]+)$", metrics, re.M):
+        got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+        if all(got.get(k) == v for k, v in labels.items()):
+            return float(m.group(2))
+    return 0.0
+
+
+# service.leader.schedule's own log lines for the shedding job's runs (it silences APScheduler's).
+RUN_LINE = re.compile(r"scheduled shedding run due (\d\d:\d\d:\d\d) (started|executed)$")
+SKIP_LINE = re.compile(r"scheduled \S+ run due \S+ (not started|raised)")
 
 
 def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
-    """A real ``loadmgr serve`` for ``minutes``: cycles run (``/metrics``) and scheduler skips (log)."""
+    """A real ``loadmgr serve`` for ``minutes`` after it wins leadership: every shedding run due in
+    that time must have started and finished, none missed or skipped, in its log and ``/metrics``."""
     import os
     import tempfile
 
@@ -122,60 +136,101 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
         "LOADMGR_HISTORY_URI": str(tmp / "history"),
         **{f"LOADMGR_{k}": str(v) for k, v in CONFIG.items()},
     }
+    base = f"http://127.0.0.1:{port}"
+
+    def scrape() -> str:
+        try:
+            got = httpx.get(f"{base}/metrics", timeout=30)
+        except httpx.HTTPError:
+            return ""
+        return got.text if got.status_code == 200 else ""
+
+    def shedding(metrics: str, outcome: str) -> int:
+        return int(sample(metrics, "loadmgr_scheduler_job_runs_total", job="shedding", outcome=outcome))
+
     with log_path.open("wb") as log_file:
         proc = subprocess.Popen(
             [sys.executable, "-m", "service", "serve"], cwd=ROOT, env=env, stdout=log_file, stderr=log_file
         )
         try:
-            base = f"http://127.0.0.1:{port}"
             started = time.monotonic()
-            while time.monotonic() - started < 120:
-                try:
-                    if httpx.get(f"{base}/metrics", timeout=5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
+            while time.monotonic() - started < 180 and sample(scrape(), "loadmgr_is_leader") != 1:
                 time.sleep(1)
             began = time.monotonic()
-            print(f"serve up after {began - started:.0f} s; running {minutes} min", flush=True)
-            time.sleep(minutes * 60)
-            metrics = httpx.get(f"{base}/metrics", timeout=30).text
-            elapsed = time.monotonic() - began
+            print(f"serve leading after {began - started:.0f} s; running {minutes} min", flush=True)
+            # Runs fall due every 60 s from leadership on: the last one due in the window is started
+            # a moment after it is due, and /metrics is read only once it has finished.
+            time.sleep(minutes * 60 + 5)
+            window = time.monotonic() - began
+            metrics = scrape()
+            while time.monotonic() - began < window + 180 and shedding(metrics, "started") > (
+                shedding(metrics, "executed") + shedding(metrics, "error")
+            ):
+                time.sleep(1)
+                metrics = scrape()
         finally:
             proc.terminate()
             proc.wait(timeout=60)
     text = log_path.read_text(errors="replace")
-
-    def metric(name: str) -> float:
-        m = re.search(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+]+)$", metrics, re.M)
-        return float(m.group(1)) if m else 0.0
-
-    cycles = int(metric("loadmgr_shedding_cycles_total"))
-    total = metric("loadmgr_shedding_cycle_duration_seconds_sum")
-    skips = [line for line in text.splitlines() if any(k in line for k in SKIP_MARKERS)]
-    # The scheduler's own log counts runs started and finished; /metrics, read just before the stop,
-    # may miss a run that was still going (the service waits for it when it stops).
-    started = text.count('Running job "shedding')
-    finished = len(re.findall(r'Job "shedding[^"]*" executed successfully', text))
+    runs = [m.groups() for line in text.splitlines() if (m := RUN_LINE.search(line))]
+    skips = [line for line in text.splitlines() if SKIP_LINE.search(line)]
+    dues = sorted({due for due, what in runs if what == "started"})
+    gaps = [_seconds(b) - _seconds(a) for a, b in itertools.pairwise(dues)]
+    cycles = int(sample(metrics, "loadmgr_shedding_cycles_total"))
+    total = sample(metrics, "loadmgr_shedding_cycle_duration_seconds_sum")
+    not_started = sum(
+        int(sample(metrics, "loadmgr_scheduler_job_runs_total", job=job, outcome=outcome))
+        for job in ("shedding", "reconcile", "bundle-data", "split")
+        for outcome in ("missed", "max_instances")
+    )
     out = {
         "serve_minutes": minutes,
+        "expected_cycles": int(minutes),
+        "log_runs_started": sum(1 for _, what in runs if what == "started"),
+        "log_runs_finished": sum(1 for _, what in runs if what == "executed"),
+        "log_first_due": dues[0] if dues else None,
+        "log_last_due": dues[-1] if dues else None,
+        "log_gaps_s": sorted(set(gaps)),
+        "log_not_started_or_raised": len(skips),
+        "metrics_started": shedding(metrics, "started"),
+        "metrics_executed": shedding(metrics, "executed"),
+        "metrics_error": shedding(metrics, "error"),
+        "metrics_not_started_any_job": not_started,
+        "metrics_job_failures": int(sample(metrics, "loadmgr_job_failures_total", job="shedding")),
         "cycles": cycles,
-        "runs_started": started,
-        "runs_finished": finished,
-        "expected_cycles": int(elapsed // 60),
         "mean_cycle_s": total / cycles if cycles else None,
-        "skipped_runs": len(skips),
         "serve_log": str(log_path),
     }
+    out["ok"] = (
+        out["log_not_started_or_raised"] == 0
+        and not_started == 0
+        and out["metrics_error"] == 0
+        and out["metrics_job_failures"] == 0
+        and all(g == 60 for g in gaps)
+        and cycles
+        == out["metrics_started"]
+        == out["metrics_executed"]
+        == out["log_runs_started"]
+        == out["log_runs_finished"]
+        >= out["expected_cycles"]
+    )
     print(
-        f"serve: {cycles} shedding cycles in {elapsed / 60:.1f} min (expected {out['expected_cycles']}), "
-        f"mean {out['mean_cycle_s'] or 0:.2f} s each; log: {started} runs started, {finished} finished, "
-        f"{len(skips)} skipped",
+        f"serve: log {out['log_runs_started']} shedding runs started, {out['log_runs_finished']} finished "
+        f"(due {out['log_first_due']} to {out['log_last_due']}, gaps {out['log_gaps_s']} s), "
+        f"{len(skips)} not started or raised; /metrics: {out['metrics_started']} started, "
+        f"{out['metrics_executed']} executed, {out['metrics_error']} errors, {not_started} missed or "
+        f"max-instances (all jobs), {cycles} cycles, mean {out['mean_cycle_s'] or 0:.2f} s; "
+        f"expected >= {out['expected_cycles']}: {'PASS' if out['ok'] else 'FAIL'}",
         flush=True,
     )
     for line in skips[:5]:
         print("  ", line)
     return out
+
+
+def _seconds(hms: str) -> int:
+    h, m, s = (int(x) for x in hms.split(":"))
+    return h * 3600 + m * 60 + s
 
 
 def main() -> int:
@@ -215,11 +270,7 @@ def main() -> int:
             if args.json:
                 args.json.write_text(json.dumps(out, indent=2, default=str))
             cluster.close(purge=False)
-            ok = (
-                out["skipped_runs"] == 0
-                and out["runs_finished"] == out["runs_started"] >= out["expected_cycles"]
-            )
-            return 0 if ok else 1
+            return 0 if out["ok"] else 1
 
         leader = ZkStore(zk.hosts, session_timeout_s=30)
         leader.start()

@@ -27,7 +27,7 @@ from prometheus_client import (
 
 from balancer.models import LocalBrokerData
 from service.api.metric_collectors import BrokerCollector, BrokerSnapshot, PulsarLbCounters, ServiceCollector
-from service.leader.metrics_sink import JOB_NAMES, PATH_KINDS
+from service.leader.metrics_sink import JOB_NAMES, PATH_KINDS, RUN_OUTCOMES
 
 # Label values created at zero up front: a counter series that does not exist yet makes rate() and
 # increase() return nothing, so a dashboard panel shows "No data" where it should show 0.
@@ -151,6 +151,16 @@ class PrometheusMetrics:
         )
         for job in JOB_NAMES:
             self.job_failures.labels(cluster, job)
+        self.job_runs = Counter(
+            "loadmgr_scheduler_job_runs_total",
+            "Due runs of the leader's jobs by what the scheduler did: started, executed, error, or not "
+            "started (missed; max_instances: the previous run was still going).",
+            ["cluster", "job", "outcome"],
+            registry=r,
+        )
+        for job in JOB_NAMES:
+            for outcome in RUN_OUTCOMES:
+                self.job_runs.labels(cluster, job, outcome)
         self.last_cycle = Gauge(
             "loadmgr_last_cycle_timestamp_seconds",
             "When the last shedding cycle finished.",
@@ -209,6 +219,10 @@ class PrometheusMetrics:
 
     def job_failed(self, job: str) -> None:
         self.job_failures.labels(self.cluster, job if job in JOB_NAMES else "other").inc()
+
+    def job_run(self, job: str, outcome: str) -> None:
+        if job in JOB_NAMES and outcome in RUN_OUTCOMES:
+            self.job_runs.labels(self.cluster, job, outcome).inc()
 
     def view_updated(self, view: Any, scores: Mapping[str, Mapping[str, float]]) -> None:
         brokers = brokers_of(view)

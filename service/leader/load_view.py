@@ -44,7 +44,7 @@ from balancer.report_fold import ReportIndex, fold_reports, refresh_time_average
 from balancer.shedding.base import LoadSheddingStrategy
 from service.zookeeper import paths as P
 from service.zookeeper.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
-from service.zookeeper.policies import read_placement_policies
+from service.zookeeper.policies import PlacementPolicies, PolicyTrees
 from service.zookeeper.store import Assignment, Owner, Versioned, ZkStore
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,7 @@ class Snapshot:
     quotas: dict[str, Any] = field(default_factory=dict)
     dropped_bundles: list[str] = field(default_factory=list)
     adopted_long_term: list[str] = field(default_factory=list)
+    policies: PlacementPolicies = field(default_factory=PlacementPolicies)  # placement's, from the cache
 
     def live_bundles(self) -> set[str]:
         return {b for got in self.layouts.values() for b in got.value.bundle_names}
@@ -112,6 +113,9 @@ class ClusterCache:
         self.legacy_quotas: WatchedTree[Any] = w.tree(
             "legacy-quotas", P.RESOURCE_QUOTA_LEGACY, store.decode_quota
         )
+        # Isolation policies, failure domains, anti-affinity groups: watched too, so a refresh of an
+        # unchanged cluster reads none of them.
+        self.policies = PolicyTrees(store, w)
         self.last_stats: dict[str, SyncStats] = {}
         # One syncer at a time (jobs and the REST view): trees are read and mutated under it.
         self.lock = threading.Lock()
@@ -169,7 +173,7 @@ class LoadView:
         cache = self.cache_for(store)
         with cache.lock:
             cache.sync()
-            return _snapshot_of(cache, now_ms, bundle_data)
+            return _snapshot_of(cache, now_ms, bundle_data, self.cluster)
 
     def wrote_assignment(self, bundle: str, doc: bytes | None, version: int) -> None:
         """Our own assignment write of ``doc`` (None: deleted), so the cache does not read it back."""
@@ -280,7 +284,7 @@ class LoadView:
             self.bundle_data_versions.pop(bundle, None)
         snap.dropped_bundles = folded.dropped
         self.ctx.available_brokers = sorted(current)
-        read_placement_policies(store, self.cluster, sorted(snap.layouts)).apply_to(self.ctx)
+        snap.policies.apply_to(self.ctx)
         self.ctx.refresh(self.load, changed=snap.folded)
         self.last = snap
         return snap
@@ -323,8 +327,8 @@ class LoadView:
         return adopted
 
 
-def _snapshot_of(cache: ClusterCache, now_ms: int, bundle_data: bool) -> Snapshot:
-    """The cache's current picture (the caller holds ``cache.lock``)."""
+def _snapshot_of(cache: ClusterCache, now_ms: int, bundle_data: bool, cluster: str) -> Snapshot:
+    """The cache's current picture (the caller holds ``cache.lock``); ``cluster`` as ``LoadView``'s."""
     snap = Snapshot(
         time_ms=now_ms,
         brokers=dict(cache.brokers.values),
@@ -334,6 +338,8 @@ def _snapshot_of(cache: ClusterCache, now_ms: int, bundle_data: bool) -> Snapsho
         owner_versions=dict(cache.owners.versions),
     )
     if bundle_data:
+        # Anti-affinity groups of namespaces with a readable layout only, as the layouts list them.
+        snap.policies = cache.policies.current(cluster, sorted(snap.layouts))
         snap.stored_bundle_data = dict(cache.bundle_data.values)
         snap.bundle_data_versions = dict(cache.bundle_data.versions)
         snap.report_versions = dict(cache.brokers.versions)

@@ -12,8 +12,10 @@ from service.zookeeper.validate import PATH_KINDS
 
 # The leader's jobs, the label values of ``job_failed`` (service.leader.schedule runs them).
 JOB_NAMES = ("shedding", "reconcile", "bundle-data", "split")
+# What the scheduler did with a due run of a job, the label values of ``job_run``.
+RUN_OUTCOMES = ("started", "executed", "error", "missed", "max_instances")
 
-__all__ = ["JOB_NAMES", "PATH_KINDS", "MetricsSink", "NoMetrics"]
+__all__ = ["JOB_NAMES", "PATH_KINDS", "RUN_OUTCOMES", "MetricsSink", "NoMetrics"]
 
 if TYPE_CHECKING:
     from service.leader.cluster_view import ClusterView
@@ -31,6 +33,7 @@ class MetricsSink(Protocol):
     def zk_error(self, kind: str) -> None: ...
     def malformed_node(self, kind: str) -> None: ...
     def job_failed(self, job: str) -> None: ...
+    def job_run(self, job: str, outcome: str) -> None: ...
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None: ...
 
 
@@ -62,6 +65,9 @@ class NoMetrics:
         pass
 
     def job_failed(self, job: str) -> None:
+        pass
+
+    def job_run(self, job: str, outcome: str) -> None:
         pass
 
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None:

@@ -10,22 +10,50 @@
 
 Jobs are paused while this instance does not lead. Intervals are minutes, fractions allowed
 (0.05 = 3 s); each is floored at 0.2 s.
+
+Every run the scheduler starts, finishes, fails, or does not start (missed, or skipped because the
+previous run still ran) is counted per job (:attr:`LeaderSchedule.runs`, and ``job_run`` on the
+metrics sink) and logged in the service's own words: a line per shedding run started and finished
+(INFO), the other jobs' runs at DEBUG, and every run not started at WARNING.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    EVENT_JOB_SUBMITTED,
+    JobEvent,
+    JobExecutionEvent,
+    JobSubmissionEvent,
+)
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from balancer.config import LoadBalancerConfig
-from service.leader.metrics_sink import JOB_NAMES
+from service.leader.metrics_sink import JOB_NAMES, RUN_OUTCOMES
 
-__all__ = ["JOB_NAMES", "LeaderSchedule", "job_intervals"]
+__all__ = ["JOB_NAMES", "RUN_OUTCOMES", "LeaderSchedule", "job_intervals"]
+
+log = logging.getLogger(__name__)
+
+# What became of a due run (RUN_OUTCOMES): started, then executed or error; or never started
+# (missed: due too long ago; max_instances: the previous run of the job was still going).
+_OUTCOME = {
+    EVENT_JOB_SUBMITTED: "started",
+    EVENT_JOB_EXECUTED: "executed",
+    EVENT_JOB_ERROR: "error",
+    EVENT_JOB_MISSED: "missed",
+    EVENT_JOB_MAX_INSTANCES: "max_instances",
+}
 
 # APScheduler logs two INFO lines per job run ("Running job", "executed successfully"); four jobs
 # every few seconds bury the service's own log. Its warnings (missed runs, job errors) still show.
@@ -46,8 +74,37 @@ def job_intervals(config: LoadBalancerConfig) -> dict[str, float]:
 class LeaderSchedule:
     """Owns the scheduler; the service decides when jobs run (``resume``) and stop (``pause``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_run: Callable[[str, str], None] | None = None) -> None:
+        """``on_run(job, outcome)`` is told of every run event (an outcome of ``RUN_OUTCOMES``)."""
         self._scheduler = BackgroundScheduler(daemon=True)
+        self._on_run = on_run
+        self.runs: dict[tuple[str, str], int] = {}  # (job, outcome) -> count
+        self._runs_lock = threading.Lock()  # events arrive on the scheduler's and the executor's threads
+        mask = 0
+        for code in _OUTCOME:
+            mask |= code
+        self._scheduler.add_listener(self._on_event, mask)
+
+    def _on_event(self, event: JobEvent) -> None:
+        # The scheduler's threads: count and log, nothing that could block or raise into APScheduler.
+        outcome = _OUTCOME.get(event.code)
+        if outcome is None:
+            return
+        job = str(event.job_id)
+        with self._runs_lock:
+            self.runs[(job, outcome)] = self.runs.get((job, outcome), 0) + 1
+        due = _due(event)
+        if outcome in ("missed", "max_instances"):
+            why = "its previous run still running" if outcome == "max_instances" else "missed"
+            log.warning("scheduled %s run due %s not started: %s", job, due, why)
+        elif outcome == "error":
+            log.warning("scheduled %s run due %s raised: %r", job, due, getattr(event, "exception", None))
+        else:
+            level = logging.INFO if job == "shedding" else logging.DEBUG
+            log.log(level, "scheduled %s run due %s %s", job, due, outcome)
+        if self._on_run is not None:
+            with contextlib.suppress(Exception):
+                self._on_run(job, outcome)
 
     def start(self) -> None:
         self._scheduler.start()
@@ -94,3 +151,13 @@ class LeaderSchedule:
         """Run job ``name`` now instead of at its next interval."""
         with contextlib.suppress(Exception):
             self._scheduler.modify_job(name, next_run_time=datetime.now())
+
+
+def _due(event: JobEvent) -> str:
+    """When the run was due, to the second (a submission event may carry several coalesced times)."""
+    when: Any = None
+    if isinstance(event, JobSubmissionEvent) and event.scheduled_run_times:
+        when = event.scheduled_run_times[-1]
+    elif isinstance(event, JobExecutionEvent):
+        when = event.scheduled_run_time
+    return when.strftime("%H:%M:%S") if isinstance(when, datetime) else "?"

@@ -114,7 +114,7 @@ class LoadManagerService(Readiness, ManualOperations):
             self._epoch,
             random.Random(seed),
         )
-        self._schedule = LeaderSchedule()
+        self._schedule = LeaderSchedule(self.metrics.job_run)
         self._started = False
         # Readiness: failures in a row per job, all failures per job, and when a shedding cycle last
         # completed (monotonic seconds) or leadership began.

@@ -33,15 +33,14 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import ConnectionClosedError, NoNodeError
-from kazoo.protocol.paths import _prefix_root
+from kazoo.exceptions import NoNodeError
 from kazoo.protocol.serialization import Exists, GetChildren, GetData
-from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from service.zookeeper import bulk
 from service.zookeeper import paths as P
 from service.zookeeper.nodes import PIPELINE, JsonZk
+from service.zookeeper.pipeline import Call, submit_many
 from service.zookeeper.wire import translated
 
 log = logging.getLogger(__name__)
@@ -102,6 +101,10 @@ class WatchedTree(Generic[V]):
         self._journal: list[str] = []  # changed leaves, oldest first
         self._journal_base = 0  # position of _journal[0] since the generation began
         self.generation = 0  # a new one (from _GENERATIONS) at every full read
+
+    def names(self, rel: str = "") -> list[str]:
+        """The child names (last path element) under directory ``rel`` as last listed, sorted."""
+        return sorted(name.rsplit("/", 1)[-1] for name in self._children.get(rel, ()))
 
     def mark(self) -> tuple[int, int]:
         """The journal's current position: what :meth:`changes_since` takes."""
@@ -203,7 +206,7 @@ class WatchedTree(Generic[V]):
     def _list(self, dirs: list[str], st: SyncStats, leaves: set[str]) -> None:
         """List ``dirs`` (re-arming their child watches), level by level into new directories."""
         while dirs:
-            results = self._pipelined(dirs, _Call(GetChildren, self._on_event))
+            results = self._pipelined(dirs, Call(GetChildren, self._on_event))
             st.children_read += len(dirs)
             deeper: list[str] = []
             for rel, kids in results:
@@ -244,13 +247,13 @@ class WatchedTree(Generic[V]):
                 # Our own writes: one ``exists`` re-arms the watch; the data is read only if someone
                 # else wrote the node after us.
                 skip = set()
-                for rel, stat in self._pipelined(own, _Call(Exists, self._on_event)):
+                for rel, stat in self._pipelined(own, Call(Exists, self._on_event)):
                     if stat is not None and int(stat.version) == self._own.get(rel):
                         skip.add(rel)
                         self._own.pop(rel, None)
                 st.stats_read += len(own)
                 rels = [rel for rel in rels if rel not in skip]
-            results = self._pipelined(rels, _Call(GetData, self._on_event))
+            results = self._pipelined(rels, Call(GetData, self._on_event))
             st.data_read += len(rels)
         for rel, node in results:
             written = self._own.pop(rel, None)
@@ -269,14 +272,14 @@ class WatchedTree(Generic[V]):
                 self.values[rel] = value
             st.changed.add(rel)
 
-    def _pipelined(self, rels: list[str], call: _Call) -> Iterator[tuple[str, Any]]:
+    def _pipelined(self, rels: list[str], call: Call) -> Iterator[tuple[str, Any]]:
         """``call`` for every path, ``PIPELINE`` in flight; a vanished node yields None."""
         timeout = max(self.zk.session_timeout_s, 1.0) * 2
         out: list[tuple[str, Any]] = []
         with translated():
             for start in range(0, len(rels), PIPELINE):
                 chunk = rels[start : start + PIPELINE]
-                pending = list(zip(chunk, _submit_many(self.zk.client, chunk, call, self._abs), strict=True))
+                pending = list(zip(chunk, submit_many(self.zk.client, chunk, call, self._abs), strict=True))
                 for rel, result in pending:
                     try:
                         out.append((rel, result.get(timeout=timeout)))
@@ -308,51 +311,6 @@ class WatchedTree(Generic[V]):
             return ""
         prefix = self.root.rstrip("/") + "/"
         return path[len(prefix) :] if path.startswith(prefix) else None
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One kind of read with a watch: ``request(path, watch)`` is kazoo's request record."""
-
-    request: Any
-    watch: Callable[[WatchedEvent], None]
-
-    def __call__(self, client: KazooClient, path: str) -> Any:
-        if self.request is GetChildren:
-            return client.get_children_async(path, watch=self.watch)
-        if self.request is Exists:
-            return client.exists_async(path, watch=self.watch)
-        return client.get_async(path, watch=self.watch)
-
-
-def _submit_many(
-    client: KazooClient, rels: list[str], call: Any, absolute: Callable[[str], str]
-) -> list[Any]:
-    """Queue one read per path on kazoo's connection, waking its thread with one write for all.
-
-    kazoo's ``*_async`` calls each write a wake-up byte to the connection thread's socket pair, and
-    that system call (with the GIL hand-over it causes) is most of a read's cost on the caller's side:
-    a 100,000-bundle first sync spent more time there than ZooKeeper took to answer. The connection
-    thread sends one queued request per byte it reads, so queueing them all and writing all their
-    bytes at once sends exactly the same requests. Anything unusual (not connected, another kazoo
-    layout) takes kazoo's own path.
-    """
-    sock = getattr(getattr(client, "_connection", None), "_write_sock", None)
-    queue = getattr(client, "_queue", None)
-    if sock is None or queue is None or client.state != KazooState.CONNECTED:
-        return [call(client, absolute(rel)) for rel in rels]
-    results = []
-    for rel in rels:
-        result = client.handler.async_result()
-        queue.append((call.request(_prefix_root(client.chroot, absolute(rel)), call.watch), result))
-        results.append(result)
-    try:
-        sock.send(b"\0" * len(results))
-    except OSError:
-        for result in results:
-            if not result.ready():
-                result.set_exception(ConnectionClosedError("Connection has been closed"))
-    return results
 
 
 class WatchCache:

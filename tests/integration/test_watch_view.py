@@ -3,9 +3,10 @@
 A synthetic cluster (:mod:`service.demo.synthetic`) of a few thousand bundles, then rounds of what
 happens in production: brokers die and join, the real leader code sheds (batched, fenced moves),
 reconciles orphans, splits bundles and writes bundle data, agents follow the assignments, the
-long-term job merges, reports change, and the leader's own session is expired. After every round
-the incremental view must equal what ``ZkStore.read_*`` reads from scratch; a refresh of an
-unchanged cluster must read nothing.
+long-term job merges, reports change, Pulsar's placement policies (isolation policies, failure
+domains, anti-affinity groups) are set and changed, and the leader's own session is expired. After
+every round the incremental view must equal what ``ZkStore.read_*`` and ``read_placement_policies``
+read from scratch; a refresh of an unchanged cluster must read nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from service.leader.load_view import LoadView
 from service.leader.metrics_sink import NoMetrics
 from service.leader.service import make_strategies
 from service.longterm.merge import merge_long_term
+from service.zookeeper import paths as P
 from service.zookeeper.cache import WatchCache, depth_leaf
+from service.zookeeper.policies import read_placement_policies
 from service.zookeeper.store import ZkStore
 from tests.integration.conftest import wait_for
 
@@ -67,7 +70,48 @@ def _differences(view: LoadView, leader: ZkStore, admin: ZkStore) -> list[str]:
         out.append(f"bundle-data versions: {_diff(cache.bundle_data.versions, full)}")
     if cache.bundle_data.values != {b: got.value for b, got in nodes.items() if got.value is not None}:
         out.append("bundle-data values")
+    policies = cache.policies.current("", sorted(snap.layouts))
+    full_policies = read_placement_policies(admin, "", sorted(layouts))
+    if policies != full_policies:
+        out.append(f"placement policies: {policies} vs {full_policies}")
     return out
+
+
+def _set_group(admin: ZkStore, namespace: str, group: object) -> None:
+    """``pulsar-admin namespaces set-anti-affinity-group``: a field of the namespace's local policies."""
+    got = admin.get_json(P.policies_path(namespace))
+    assert got is not None
+    admin.put_json(
+        P.policies_path(namespace), {**got.value, "namespaceAntiAffinityGroup": group}, got.version
+    )
+
+
+def _change_policies(
+    admin: ZkStore, rng: random.Random, brokers: list[str], namespaces: list[str], step: int
+) -> None:
+    """One round of policy edits, in Pulsar 3.x's node shapes; each step changes every source."""
+    cluster, domains = "scale-cluster", P.failure_domains_root("scale-cluster")
+    if step == 0:
+        admin.put_json(P.join(P.CLUSTERS, cluster), {"serviceUrl": "http://x:8080"})
+        admin.put_json(P.join(P.CLUSTERS, "global"), {})  # Pulsar's pseudo-cluster: not a second one
+    picked = rng.sample(brokers, 6)
+    isolation = {
+        "iso": {
+            "namespaces": [f"{namespaces[step]}"],
+            "primary": [picked[0].split(":")[0]],
+            "secondary": [],
+            "auto_failover_policy": {"policy_type": "min_available", "parameters": {"min_limit": "1"}},
+        },
+        "bad": {"namespaces": ["("], "primary": []},  # reported, the other policy still applies
+    }
+    admin.put_json(P.isolation_policies_path(cluster), isolation)
+    admin.put_json(P.join(domains, "rack-a"), {"brokers": picked[1:3]})
+    admin.put_json(P.join(domains, f"rack-b{step}"), {"brokers": picked[3:5]})
+    if step > 0:
+        admin.delete(P.join(domains, f"rack-b{step - 1}"))
+    admin.put_json(P.join(domains, "broken"), {"brokers": picked[5]})
+    for ns in rng.sample(namespaces, 3):
+        _set_group(admin, ns, rng.choice(["payments", "orders", " ", None, 5]))
 
 
 def _diff(a: dict[str, Any], b: dict[str, Any]) -> str:
@@ -122,6 +166,7 @@ def test_incremental_view_equals_full_read_after_random_changes(zk_chroot_hosts:
         view.refresh(leader, int(time.time() * 1000), strategies)
         steady = view.cache.last_stats
         assert sum(s.data_read + s.children_read + s.stats_read for s in steady.values()) == 0, steady
+        assert view.ctx.failure_domains == {} and view.ctx.anti_affinity_groups == {}
 
         moved = 0
         for rnd in range(2):  # the session expiry comes in the second
@@ -149,6 +194,21 @@ def test_incremental_view_equals_full_read_after_random_changes(zk_chroot_hosts:
             cluster.follow_assignments()
             cluster.write_reports(rng.sample(sorted(cluster.group_of), 5))
             _assert_equal(view, leader, cluster.admin, f"round {rnd}: splits, merges, reports")
+
+            # Placement policies set, then changed: isolation, failure domains, anti-affinity groups.
+            _change_policies(cluster.admin, rng, sorted(cluster.group_of), cluster.namespaces, rnd)
+            _assert_equal(view, leader, cluster.admin, f"round {rnd}: placement policies")
+            view.refresh(leader, int(time.time() * 1000), strategies)
+            full = read_placement_policies(cluster.admin, "", sorted(cluster.admin.read_layouts()))
+            assert full.cluster == "scale-cluster" and full.failure_domains and full.isolation_policies
+            assert (view.ctx.failure_domains, view.ctx.anti_affinity_groups) == (
+                full.failure_domains,
+                full.anti_affinity_groups,
+            )
+            assert view.ctx.isolation_policies == full.isolation_policies
+            view.refresh(leader, int(time.time() * 1000), strategies)
+            steady = view.cache.last_stats  # policies unchanged since: none of their nodes read
+            assert sum(s.data_read + s.children_read + s.stats_read for s in steady.values()) == 0, steady
 
             if rnd == 1:
                 resyncs = view.cache.watch.resyncs

@@ -1,0 +1,77 @@
+"""The leader's schedule counts and logs, in its own words, every run the scheduler starts,
+finishes, or does not start: what the serve bench and ``/metrics`` count cycles from."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from balancer.config import LoadBalancerConfig
+from service.api.metrics import PrometheusMetrics
+from service.leader.schedule import JOB_NAMES, LeaderSchedule
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, interval: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(interval)
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_runs_are_counted_logged_and_exported_and_overlaps_are_seen() -> None:
+    metrics = PrometheusMetrics(cluster="c1")
+    schedule = LeaderSchedule(metrics.job_run)
+    release = threading.Event()
+    shedding_runs = 0
+
+    def shedding() -> None:
+        nonlocal shedding_runs
+        shedding_runs += 1
+        if shedding_runs == 2:
+            release.wait(5)  # longer than the interval: the next due run finds it still going
+
+    config = LoadBalancerConfig.from_dict({"loadBalancerSheddingIntervalMinutes": 0.2 / 60})
+    funcs = {name: (lambda: None) for name in JOB_NAMES} | {"shedding": shedding}
+    schedule.apply(config, funcs, leading=True)
+    handler = _Records()
+    logger = logging.getLogger("service.leader.schedule")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        schedule.start()
+        wait_for(lambda: schedule.runs.get(("shedding", "max_instances"), 0) >= 1, 10, 0.05, "an overlap")
+        release.set()
+        wait_for(lambda: schedule.runs.get(("shedding", "executed"), 0) >= 3, 10, 0.05, "three runs")
+    finally:
+        schedule.shutdown()
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    time.sleep(0.3)  # a run cut by the shutdown may still report
+    runs = dict(schedule.runs)
+    assert runs[("shedding", "executed")] <= runs[("shedding", "started")] <= shedding_runs + 1
+    lines = [r.getMessage() for r in handler.records]
+    started = [m for m in lines if m.startswith("scheduled shedding run due") and m.endswith(" started")]
+    executed = [m for m in lines if m.startswith("scheduled shedding run due") and m.endswith(" executed")]
+    skipped = [r for r in handler.records if "not started: its previous run still running" in r.getMessage()]
+    assert len(started) == runs[("shedding", "started")]
+    assert len(executed) == runs[("shedding", "executed")]
+    assert skipped and all(r.levelno == logging.WARNING for r in skipped)
+    assert not any(m.startswith("scheduled reconcile") for m in lines)  # other jobs' runs: DEBUG only
+    for outcome in ("started", "executed", "max_instances"):
+        labels = {"cluster": "c1", "job": "shedding", "outcome": outcome}
+        got = metrics.registry.get_sample_value("loadmgr_scheduler_job_runs_total", labels)
+        assert got == runs[("shedding", outcome)], outcome
+    missed = {"cluster": "c1", "job": "shedding", "outcome": "missed"}
+    assert metrics.registry.get_sample_value("loadmgr_scheduler_job_runs_total", missed) == 0
