@@ -119,18 +119,37 @@ class NamespaceRow(BaseModel):
     namespace_anti_affinity_group: str | None = Field(None, alias="namespaceAntiAffinityGroup")
 
 
+# Pulsar's NamedEntity characters (Java's \w: ASCII); cluster and policy names become path segments or keys.
+NAMED_ENTITY = r"^[-=:.A-Za-z0-9_]+$"
+
+
 class CreateNamespaceRequest(_Body):
     bundles: int | None = Field(None, ge=1, le=1024, description="Initial bundles (default: the config's)")
-    cluster: str | None = Field(None, min_length=1, description="Replication cluster (default: this one's)")
+    cluster: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        pattern=NAMED_ENTITY,
+        description="Replication cluster (default: this one's)",
+    )
     namespace_anti_affinity_group: str | None = Field(None, alias="namespaceAntiAffinityGroup", min_length=1)
 
 
 class IsolationPolicyRequest(_Body):
-    name: str = Field(min_length=1, description="Policy name in the cluster's namespaceIsolationPolicies")
+    name: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=NAMED_ENTITY,
+        description="Policy name in the cluster's namespaceIsolationPolicies",
+    )
     primary: list[str] = Field(min_length=1, description="Primary broker host regexes")
     secondary: list[str] = Field(default_factory=list, description="Secondary broker host regexes")
-    min_limit: int = Field(1, alias="minLimit", ge=0, description="Use secondaries below this many primaries")
-    cluster: str | None = Field(None, min_length=1, description="Cluster (default: this one's)")
+    min_limit: int = Field(
+        1, alias="minLimit", ge=0, le=2**31 - 1, description="Use secondaries below this many primaries"
+    )
+    cluster: str | None = Field(
+        None, min_length=1, max_length=256, pattern=NAMED_ENTITY, description="Cluster (default: this one's)"
+    )
 
 
 class NamespacePoliciesRequest(_Body):

@@ -25,7 +25,15 @@ from service.zookeeper.policies import parse_anti_affinity_group
 from service.zookeeper.store import ZkStore
 
 TENANTS = P.TENANT_POLICIES
-_NAME = re.compile(r"^[-=:.\w]+$")  # Pulsar's NamedEntity characters
+# Pulsar's NamedEntity characters; Java's \w is ASCII-only, and a cluster name becomes a path segment.
+_NAME = re.compile(r"^[-=:.\w]+$", re.ASCII)
+
+
+def check_cluster(cluster: str) -> str:
+    """A cluster name usable as a ZooKeeper path segment, or InvalidInput naming it."""
+    if not isinstance(cluster, str) or not _NAME.match(cluster) or len(cluster) > 256:
+        raise InvalidInput("cluster", cluster, "expected a cluster name of letters, digits, -_=:.")
+    return cluster
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,7 @@ class NamespaceAdmin:
             raise InvalidInput("bundles", bundles, "must be between 1 and 1024")
         if self.store.get_json(P.policies_path(namespace)) is not None:
             raise AlreadyExists("namespace", namespace, "already exists")
-        clusters = [cluster] if cluster else []
+        clusters = [check_cluster(cluster)] if cluster else []
         layout = NamespaceBundles.initial(namespace, bundles)
         if self.store.get_json(P.join(TENANTS, tenant)) is None:
             self.store.put_json(P.join(TENANTS, tenant), {"adminRoles": [], "allowedClusters": clusters})
@@ -111,6 +119,7 @@ class NamespaceAdmin:
 
     def set_isolation_policy(self, cluster: str, name: str, policy: dict[str, Any]) -> IsolationPolicy:
         """``ns-isolation-policy set``: one entry of the cluster's policies node, validated first."""
+        check_cluster(cluster)
         if not _NAME.match(name):
             raise InvalidInput("policy", name, "a policy name of letters, digits, -_=:.")
         parsed = IsolationPolicy.from_pulsar(name, policy)
@@ -132,6 +141,7 @@ class NamespaceAdmin:
     ) -> IsolationPolicy:
         """An isolation policy for exactly ``namespace`` (its name as a literal regex)."""
         check_namespace(namespace)
+        check_cluster(cluster)
         doc = isolation_policy_doc([re.escape(namespace)], [*primary], [*secondary], min_limit)
         return self.set_isolation_policy(cluster, name, doc)
 

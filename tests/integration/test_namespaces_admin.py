@@ -3,10 +3,12 @@ reader then finds: the namespace admin and the live placement agree on one set o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
+from balancer.errors import InvalidInput
 from service.commands.cli import main
 from service.zookeeper import paths as P
 from service.zookeeper.namespaces import NamespaceAdmin
@@ -102,6 +104,22 @@ def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
         assert r.json()["error"] == "AlreadyExists"
         r = api.post("/namespaces/pay/eu", json={"bundles": 0}, headers=auth)
         assert r.status_code == 422
+        # A cluster name becomes a ZooKeeper path segment: refused with the field named, never a 5xx
+        # (schemathesis found '}\u00acb...' answered 503 BadArgumentsError from ZooKeeper).
+        bad = {
+            "isolationPolicy": {"cluster": "}\u00acb\u00d0", "name": "\u00ff\u00f0", "primary": ["x\ud812"]}
+        }
+        # Sent as schemathesis sends it: lone surrogates as \u escapes (they cannot be UTF-8).
+        raw = json.dumps(bad).encode()
+        headers = {**auth, "Content-Type": "application/json"}
+        r = api.put("/namespaces/pay/eu/policies", content=raw, headers=headers)
+        assert r.status_code == 422, r.text
+        assert "cluster" in r.text
+        for cluster in ("a/b", "\u00e9t\u00e9", "..x}"):
+            with pytest.raises(InvalidInput, match="cluster"):
+                NamespaceAdmin(store).isolate(cluster, "iso", "pay/eu", ["b-1"], [], 1)
+        bad = {"isolationPolicy": {"name": "iso", "primary": ["b-1"], "minLimit": 2**31}}
+        assert api.put("/namespaces/pay/eu/policies", json=bad, headers=auth).status_code == 422
         body = {"isolationPolicy": {"name": "iso", "primary": ["b-1"], "minLimit": 1}}
         r = api.put("/namespaces/pay/eu/policies", json=body, headers=auth)
         assert r.status_code == 200

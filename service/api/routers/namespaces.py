@@ -26,7 +26,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 # Pulsar's NamedEntity characters (the admin checks the same); in the schema, so clients and
 # generators know a valid name before asking.
-NAME_PATTERN = r"^[-=:.\w]+$"
+NAME_PATTERN = r"^[-=:.A-Za-z0-9_]+$"
 Tenant = Annotated[str, Path(description="Tenant", pattern=NAME_PATTERN)]
 Namespace = Annotated[str, Path(description="Namespace within the tenant", pattern=NAME_PATTERN)]
 
