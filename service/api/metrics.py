@@ -10,8 +10,9 @@ Where Pulsar exports the same quantity the Pulsar name, labels and unit (percent
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prometheus_client import (
@@ -126,41 +127,37 @@ class PrometheusMetrics:
             labels,
             registry=r,
         ).labels(cluster)
-        self.zk_errors = Counter(
+        self.zk_errors = _zeroed_counter(
+            r,
             "loadmgr_zookeeper_errors_total",
             "ZooKeeper errors seen, by kind.",
-            ["cluster", "kind"],
-            registry=r,
+            cluster,
+            kind=ZK_ERROR_KINDS,
         )
-        for kind in ZK_ERROR_KINDS:
-            self.zk_errors.labels(cluster, kind)
         # Labelled by path kind, never by node: an attacker creating nodes cannot create series.
-        self.malformed = Counter(
+        self.malformed = _zeroed_counter(
+            r,
             "loadmgr_malformed_nodes_total",
             "ZooKeeper node versions skipped as malformed, by path kind (brokers, bundle-data, ...).",
-            ["cluster", "kind"],
-            registry=r,
+            cluster,
+            kind=PATH_KINDS,
         )
-        for kind in PATH_KINDS:
-            self.malformed.labels(cluster, kind)
-        self.job_failures = Counter(
+        self.job_failures = _zeroed_counter(
+            r,
             "loadmgr_job_failures_total",
             "Leader job runs that ended in an error, by job (shedding, reconcile, bundle-data, split).",
-            ["cluster", "job"],
-            registry=r,
+            cluster,
+            job=JOB_NAMES,
         )
-        for job in JOB_NAMES:
-            self.job_failures.labels(cluster, job)
-        self.job_runs = Counter(
+        self.job_runs = _zeroed_counter(
+            r,
             "loadmgr_scheduler_job_runs_total",
             "Due runs of the leader's jobs by what the scheduler did: started, executed, error, or not "
             "started (missed; max_instances: the previous run was still going).",
-            ["cluster", "job", "outcome"],
-            registry=r,
+            cluster,
+            job=JOB_NAMES,
+            outcome=RUN_OUTCOMES,
         )
-        for job in JOB_NAMES:
-            for outcome in RUN_OUTCOMES:
-                self.job_runs.labels(cluster, job, outcome)
         self.last_cycle = Gauge(
             "loadmgr_last_cycle_timestamp_seconds",
             "When the last shedding cycle finished.",
@@ -232,3 +229,14 @@ class PrometheusMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _zeroed_counter(
+    registry: CollectorRegistry, name: str, doc: str, cluster: str, **labels: Iterable[str]
+) -> Counter:
+    """A counter labelled by cluster and ``labels``, every combination exported at 0 from the start:
+    a series that appears only on its first event leaves dashboards at "No data" and breaks increase()."""
+    counter = Counter(name, doc, ["cluster", *labels], registry=registry)
+    for values in itertools.product(*labels.values()):
+        counter.labels(cluster, *values)
+    return counter
