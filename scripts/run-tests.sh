@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Every test tier in one pytest run, so the closing line counts them all; exit 5 (no test ran)
-# is a failure here, never a silent pass. The fast pure tier runs first: it fails fastest, and its
-# Hypothesis tests then run before any kazoo client thread exists (kazoo's retry jitter draws from the
-# global `random`, which Hypothesis reports as a deprecation in every strategy that runs meanwhile).
-# Every other folder of tests/ that holds test modules follows, so a new tier is never left out.
+# is a failure here, never a silent pass. Modules are spread over two xdist workers (most
+# integration and e2e tests wait on ZooKeeper sessions and intervals rather than the CPU, so two
+# overlap well on two cores); the order they are handed out in is set in tests/conftest.py (pure
+# tier first, longest modules next). LOADMGR_TEST_WORKERS=0 runs everything in one process.
+# Every folder of tests/ that holds test modules is included, so a new tier is never left out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tiers=(tests/unit)
@@ -13,7 +14,13 @@ for dir in tests/*/; do
     tiers+=("$dir")
   fi
 done
-.venv/bin/python -m pytest "${tiers[@]}" -q -p no:cacheprovider "$@"
+workers=${LOADMGR_TEST_WORKERS:-2}
+if [ "$workers" -gt 0 ]; then
+  parallel=(-n "$workers" --dist loadfile)
+else
+  parallel=()
+fi
+.venv/bin/python -m pytest "${tiers[@]}" -q -p no:cacheprovider "${parallel[@]}" "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "no test ran: failing" >&2

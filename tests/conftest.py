@@ -176,3 +176,29 @@ def zk_client_factory(zk_chroot_hosts: str) -> Iterator[ZkClientFactory]:
 def zk_client(zk_client_factory: ZkClientFactory) -> KazooClient:
     """A started KazooClient confined to a unique chroot of `zk_hosts`."""
     return zk_client_factory()
+
+
+# `make test` spreads modules over two xdist workers (`--dist loadfile`), handed out in collection
+# order. The pure tier goes first (it fails fastest, and its Hypothesis tests run before any kazoo
+# client thread draws from the global `random`), then the longest modules, longest first (from
+# `scripts/run-tests.sh --durations=30`): one collected last would run alone while the other worker idles.
+_LONGEST_FIRST = (
+    "tests/integration/test_spark_standalone.py",
+    "tests/integration/test_watch_view.py",
+    "tests/integration/test_ensemble.py",
+    "tests/integration/test_longterm_spark.py",
+    "tests/e2e/test_dry_run_moves.py",
+    "tests/e2e/test_ctrl_c.py",
+    "tests/e2e/test_demo_balances.py",
+    "tests/deploy/test_prometheus.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = Path(str(item.path)).relative_to(_ROOT).as_posix()
+        if path.startswith("tests/unit/"):
+            return -1
+        return _LONGEST_FIRST.index(path) if path in _LONGEST_FIRST else len(_LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within and among the other modules is kept
