@@ -174,8 +174,9 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
     text = log_path.read_text(errors="replace")
     runs = [m.groups() for line in text.splitlines() if (m := RUN_LINE.search(line))]
     skips = [line for line in text.splitlines() if SKIP_LINE.search(line)]
-    dues = sorted({due for due, what in runs if what == "started"})
-    gaps = [_seconds(b) - _seconds(a) for a, b in itertools.pairwise(dues)]
+    # In log order, not sorted: the log has times of day only, and a run past midnight sorts first.
+    dues = list(dict.fromkeys(due for due, what in runs if what == "started"))
+    gaps = [(_seconds(b) - _seconds(a)) % 86_400 for a, b in itertools.pairwise(dues)]
     cycles = int(sample(metrics, "loadmgr_shedding_cycles_total"))
     total = sample(metrics, "loadmgr_shedding_cycle_duration_seconds_sum")
     not_started = sum(
