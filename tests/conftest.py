@@ -189,7 +189,6 @@ _LONGEST_FIRST = (
     "tests/integration/test_longterm_spark.py",
     "tests/e2e/test_dry_run_moves.py",
     "tests/e2e/test_ctrl_c.py",
-    "tests/e2e/test_demo_balances.py",
     "tests/deploy/test_prometheus.py",
 )
 
