@@ -197,5 +197,8 @@ class OwnershipChecker(threading.Thread):
                     self.violations.append(f"overlapping owned bundles {b1} and {b2}")
 
     def stop(self) -> None:
+        """Stops after two fresh samples, so the end state is checked however slow the machine is."""
+        start = self.samples
+        wait_for(lambda: self.samples >= start + 2, 10, what="the ownership checker to sample the end state")
         self._halt.set()
         self.join(timeout=5)

@@ -55,4 +55,4 @@ def test_dead_brokers_bundles_are_owned_again_within_one_interval(cluster: Clust
     assert {d.bundle for d in orphans} == lost
     assert all(d.source == "b3:8080" and d.destination in ("b1:8080", "b2:8080") for d in orphans)
     checker.stop()
-    assert checker.samples > 20 and not checker.violations, checker.violations
+    assert checker.samples >= 5 and not checker.violations, checker.violations

@@ -56,7 +56,7 @@ def test_skewed_load_is_shed_and_moves_show_everywhere(cluster: Cluster) -> None
     assert len({o for o in cluster.owners().values()}) >= 2
     assert set(cluster.owners()) == cluster.bundles()  # nothing left unowned
     checker.stop()
-    assert checker.samples > 20 and not checker.violations, checker.violations
+    assert checker.samples >= 5 and not checker.violations, checker.violations
 
 
 def test_malformed_report_is_skipped_and_counted(cluster: Cluster) -> None:
