@@ -45,11 +45,11 @@ DRIFT_CALLS = 2
 # balanced at the end in 95 of 100 on usage, 96 on traffic, with the rest of issue 19's third round).
 # Smoothed, so that noise does not reset it every few calls (generated heterogeneous clusters stayed
 # at msg-rate max/min 1.3-1.45 for 80 minutes, brokers 6 points off the target with drift counters
-# never above 4), and its edge is at most 7.5% of the target: at a 35% target half the band (3.75 points) is already
-# more than the 1.25 max/min allows. Not a tenth: two brokers parked at +-10% are at 1.22 by
-# utilisation, past 1.25 by traffic once other processes' few points of CPU are taken out (generated
-# heterogeneous clusters balanced at the end in 86 of 100 instances with 0.1, 91 with 0.075; 0.07
-# made 92 but left a named under-filled big broker at 1.2502).
+# never above 4). Its edge is at most 7.5% of the target: at a 35% target half the band (3.75 points)
+# is already more than the 1.25 max/min allows. Not a tenth: two brokers parked at +-10% are at 1.22
+# by utilisation, past 1.25 by traffic once other processes' few points of CPU are taken out
+# (generated heterogeneous clusters balanced at the end in 86 of 100 instances with 0.1, 91 with
+# 0.075; 0.07 made 92 but left a named under-filled big broker at 1.2502).
 DRIFT_SMOOTHING = 0.25
 DRIFT_OF_TARGET = 0.075
 # Stale spikes: the fast path acts on a report one interval old, so a spike exactly HitCountHigh

@@ -19,6 +19,7 @@ The events themselves are scheduled and applied by :mod:`balancer.sim.events`.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +97,11 @@ class MoveRecord:
     # moves are judged on these, since no leader can see the noise of an interval not yet reported.
     source_load: float = 0.0
     destination_load: float = 0.0
+    # And without this interval's traffic noise either (each bundle at its expected rate): what a
+    # leader could at best have known. Heavy-tailed bundle sizes move a broker's load by several
+    # points from one interval to the next.
+    source_expected: float = 0.0
+    destination_expected: float = 0.0
 
 
 @dataclass
@@ -255,6 +261,7 @@ class Simulation:
             )
             # Measured before any move is applied, and only when there are moves (large runs).
             steady = self._measure(traffic, steady_cpu) if plan.moves else before
+            calm = self._measure(self._expected(k), steady_cpu) if plan.moves else before
             for m in plan.moves:
                 if self.cluster.owners.get(m.bundle) != m.source or m.destination not in before:
                     continue
@@ -271,6 +278,8 @@ class Simulation:
                         before[m.destination].utilisation,
                         steady[m.source].utilisation,
                         steady[m.destination].utilisation,
+                        calm[m.source].utilisation,
+                        calm[m.destination].utilisation,
                     )
                 )
                 self.cluster.owners[m.bundle] = m.destination
@@ -294,6 +303,11 @@ class Simulation:
             frozen_rates={b: t.rate for b, t in frozen.items()},
             final_owners=dict(self.cluster.owners),
         )
+
+    def _expected(self, k: int) -> dict[str, Traffic]:
+        """Each bundle's traffic in cycle ``k`` without the per-interval noise (draws no numbers)."""
+        var = dataclasses.replace(self.s.variation, noise=0.0)
+        return {name: bundle_traffic(b, k, var, self.rng) for name, b in self.cluster.bundles.items()}
 
     def _state(
         self,
