@@ -139,6 +139,10 @@ class SimResult:
     # the final assignment judged at that frozen traffic (``balancer.sim.family_claims``).
     frozen_rates: dict[str, float] = field(default_factory=dict)
     final_owners: dict[str, str] = field(default_factory=dict)
+    # The same moment in load (CPU points each bundle's traffic costs a standard broker), with who
+    # owned what then: costs judged on load, which is what the strategy balances.
+    frozen_load: dict[str, float] = field(default_factory=dict)
+    frozen_owners: dict[str, str] = field(default_factory=dict)
 
 
 class Simulation:
@@ -221,6 +225,7 @@ class Simulation:
         pre: CycleState | None = None
         pre_events: list[CycleState] = []
         frozen: dict[str, Traffic] = {}
+        frozen_owners: dict[str, str] = {}
         traffic = self._traffic(0)
         self._set_stats(traffic)
         for k in range(self.s.cycles):
@@ -252,10 +257,10 @@ class Simulation:
             before = self._measure(traffic, cpu)
             if k == min(self.s.disturbance_at, self.s.cycles - 1):
                 pre = self._state(k, before, 0, placements, traffic)
-                frozen = traffic
+                frozen, frozen_owners = traffic, dict(self.cluster.owners)
             elif pre is not None and any(ev["type"] in ("_up", "_down") for ev in self.schedule.get(k, [])):
                 pre_events.append(self._state(k, before, 0, placements, traffic))
-                frozen = traffic
+                frozen, frozen_owners = traffic, dict(self.cluster.owners)
             plan = plan_shedding_cycle(
                 self.load, self.config, self.shedder, self.placement, self.ctx, now_ms, self.leader_rng
             )
@@ -302,6 +307,8 @@ class Simulation:
             pre_events=pre_events,
             frozen_rates={b: t.rate for b, t in frozen.items()},
             final_owners=dict(self.cluster.owners),
+            frozen_load={b: t.cpu_points for b, t in frozen.items()},
+            frozen_owners=frozen_owners,
         )
 
     def _expected(self, k: int) -> dict[str, Traffic]:

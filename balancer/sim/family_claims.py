@@ -21,6 +21,7 @@ numbers it rests on. Definitions beyond ``balancer.sim.metrics``:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from typing import Any
@@ -81,12 +82,14 @@ def run_row(family: str, i: int, r: SimResult) -> dict[str, Any]:
     since = start.cycle
     first = next((k for k in range(since, len(r.cycles)) if balance_of(k) <= BALANCED_RATIO), None)
     cost, unload_cost = _cost(r, start, since) if f.least_cost else (None, None)
+    cost_load = _cost(r, _in_load(r, start), since, r.frozen_load)[0] if f.least_cost else None
     return {
         "family": family,
         "instance": i,
         "strategy": r.pair.label,
         "unloads": q.unloads,
         "cost": cost,
+        "cost_load": cost_load,
         "unload_cost": unload_cost,
         "balance": balance_of(len(r.cycles) - 1),
         # Reported beside the claims, not one of them: see ``notes``.
@@ -101,11 +104,27 @@ def run_row(family: str, i: int, r: SimResult) -> dict[str, Any]:
     }
 
 
-def _cost(r: SimResult, start: CycleState, since: int) -> tuple[float | None, float | None]:
+def _in_load(r: SimResult, start: CycleState) -> CycleState:
+    """``start`` with msg rates replaced by load (CPU points of each bundle's frozen traffic), for the
+    bound: the same state judged by what the strategy balances."""
+    per: dict[str, list[float]] = {b: [] for b in start.brokers}
+    for bundle, owner in r.frozen_owners.items():
+        if owner in per:
+            per[owner].append(r.frozen_load.get(bundle, 0.0))
+    return dataclasses.replace(
+        start,
+        msg_rate=[sum(per[b]) for b in start.brokers],
+        bundle_rates=[sorted(per[b], reverse=True) for b in start.brokers],
+    )
+
+
+def _cost(
+    r: SimResult, start: CycleState, since: int, frozen: dict[str, float] | None = None
+) -> tuple[float | None, float | None]:
     """(moved msg rate / least, unloads / fewest) at the frozen traffic of ``start``: None where
     nothing moved; where nothing had to, the rate ratio is None (no least cost exists) and the unload
-    ratio infinite."""
-    frozen = r.frozen_rates
+    ratio infinite. With ``frozen`` (each bundle's load) and ``start`` in load, the same on load."""
+    frozen = r.frozen_rates if frozen is None else frozen
     moved = [frozen.get(m.bundle, 0.0) for m in r.moves if m.cycle >= since]
     if not moved or not frozen:
         return None, None
@@ -186,6 +205,15 @@ def notes(rows: list[dict[str, Any]]) -> list[str]:
         f" traffic noise either) in {len(up)} of {len(ours)} instances"
         + (": " + ", ".join(f"{f}#{i} {u}" for f, i, u in up[:8]) if up else "")
     )
+    costs = []
+    for f in sorted({f for f, _ in ours}, key=list(FAMILIES).index):
+        vals = [
+            r["cost_load"] for (g, _), r in sorted(ours.items()) if g == f and r.get("cost_load") is not None
+        ]
+        if vals:
+            costs.append(f"{f} {_pct(vals, 0.95):.2f}")
+    if costs:
+        out.append(f"moved / least on load (CPU points) at the 95th percentile: {', '.join(costs)}")
     het = [r for (f, _), r in ours.items() if f == "heterogeneous"]
     if het:
         good = sum(1 for r in het if r["load_balance"] <= BALANCED_RATIO)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from balancer.sim.engine import CycleState
-from balancer.sim.family_claims import load_ratio, notes
+from balancer.sim.engine import PAIRS, CycleState, simulate
+from balancer.sim.families import instance_dict
+from balancer.sim.family_claims import load_ratio, notes, run_row
 from balancer.sim.metrics import rate_ratio
 from balancer.sim.model import CPU_POINTS_PER_BYTE, CPU_POINTS_PER_MSG
+from balancer.sim.scenarios import parse_scenario
 
 
 def state(rates: list[float], sizes: list[float], capacity: list[float]) -> CycleState:
@@ -55,3 +57,18 @@ def test_notes_count_what_the_claims_do_on_the_other_measure() -> None:
     assert "on load in 2/3 (on msg rate 2/3)" in text[1]
     # Both balance on load in #0 (ours better) and #2 (ours worse): 1 of 2.
     assert "in 1/2 instances" in text[2]
+
+
+def test_cost_on_load_equals_cost_on_msg_rate_when_every_message_is_the_same_size() -> None:
+    # Load is then msg rate times a constant: the same moves, the same least, the same ratio.
+    d = instance_dict("skewed_sizes", 3)
+    d["msg_size_range"] = (1024.0, 1024.0)
+    r = run_row("skewed_sizes", 3, simulate(parse_scenario(d), PAIRS["BalancedShedder"], 3))
+    assert r["cost"] is not None and r["cost_load"] == pytest.approx(r["cost"])
+    # With the family's mixed sizes the two differ.
+    mixed = run_row(
+        "skewed_sizes",
+        3,
+        simulate(parse_scenario(instance_dict("skewed_sizes", 3)), PAIRS["BalancedShedder"], 3),
+    )
+    assert mixed["cost"] is not None and mixed["cost_load"] != pytest.approx(mixed["cost"])
