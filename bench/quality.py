@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from balancer.sim.engine import PAIRS, simulate  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
-from balancer.sim.family_claims import METRICS, claims, run_row, summarise  # noqa: E402
+from balancer.sim.family_claims import METRICS, claims, notes, run_row, summarise  # noqa: E402
 from balancer.sim.metrics import UPHILL_MARGIN  # noqa: E402
 
 BENCH = ROOT / "BENCHMARKS.md"
@@ -64,6 +64,10 @@ def render(rows: list[dict[str, Any]], n: int, wall: float, jobs: int) -> tuple[
         "### Claims for BalancedShedder, checked on this run",
         "",
         *(f"- {'PASS' if ok else 'FAIL'}: {text}" for ok, text in verdicts),
+        "",
+        "Judged another way (reported, not claims; `family_claims.notes`):",
+        "",
+        *(f"- {text}" for text in notes(rows)),
         "",
         "| family | strategy | moved | " + " | ".join(h for _, h in METRICS) + " |",
         "|---|---|---|" + "---|" * len(METRICS),

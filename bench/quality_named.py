@@ -123,7 +123,7 @@ def render(
     lines = [
         "## Balancing quality",
         "",
-        f"Produced by `.venv/bin/python bench/quality.py --seed {seed}` in one run ({wall:.0f} s wall,"
+        f"Produced by `.venv/bin/python bench/quality_named.py --seed {seed}` in one run ({wall:.0f} s wall,"
         " 2-core machine). Simulator: `balancer/sim/` (one cycle = one shedding interval of 1 minute;"
         " reports lag one interval; grace period 30 min). Metric definitions: `balancer/sim/metrics.py`."
         " Rates and throughputs are normalised by broker capacity (1.0 = standard broker); *balanced* means"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections.abc import Callable, Iterator
 
 from balancer.bundles import is_system_bundle
 from balancer.explain import explain
@@ -20,12 +21,22 @@ USED_SLACK = 8
 
 
 def water_fill(
-    load: LoadData, v: View, sources: list[str], dests: list[str], tol: float, out: ResultBuilder
+    load: LoadData,
+    v: View,
+    sources: list[str],
+    dests: list[str],
+    tol: float,
+    out: ResultBuilder,
+    allowed: Callable[[str, str], bool] | None = None,
 ) -> dict[str, float]:
     """Largest excess first: move the source's biggest bundle that neither takes it below
     target - tol nor lifts the least utilised destination above target + tol, until every
     broker is within target +- tol. Returns each source's and destination's projected gap to
-    the target after the moves."""
+    the target after the moves.
+
+    ``allowed(bundle, destination)`` says whether placement's filters will let the bundle go there
+    (a bundle bound to a destination they remove is placed by another rule, or not moved); a
+    source whose fitting bundles may not go to the lowest destination tries the next lowest."""
     if not sources or not dests:
         return {}
     # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
@@ -38,12 +49,18 @@ def water_fill(
     dst_heap = [(proj[d], d) for d in dests]
     heapq.heapify(src_heap)
     heapq.heapify(dst_heap)
-    heappop, heappush, heapreplace = heapq.heappop, heapq.heappush, heapq.heapreplace
+    heappop, heappush = heapq.heappop, heapq.heappush
     ranked: dict[str, tuple[list[float], list[str]]] = {}
     # (source, bundle, destination, weight, source's and destination's projections after it)
     moved: list[tuple[str, str, str, float, float, float]] = []
     while src_heap and dst_heap:
         s = heappop(src_heap)[1]
+        while dst_heap[0][0] != proj[dst_heap[0][1]]:
+            heappop(dst_heap)  # stale: that destination was filled out of heap order
+            if not dst_heap:
+                break
+        if not dst_heap:
+            break
         d = dst_heap[0][1]
         p_s, p_d = proj[s], proj[d]
         room_d = ceiling - p_d
@@ -61,27 +78,36 @@ def water_fill(
         if lists is None:
             lists = ranked[s] = sheddable(load, s, v.tp_unit)
         ws, names = lists
-        k_s, k_d = 1 / capacity[s], 1 / capacity[d]
-        # Largest w with w*k_s <= room_s and w*k_d <= room_d, and no inversion of the pair.
-        # Nor, beyond the slack, of their reported utilisation: traffic-implied projections ignore
-        # other processes' CPU, and moves that were downhill by traffic went up to 6 points uphill.
-        u_s, u_d = used[s], used[d]
-        limit = min(
-            (p_s - floor) / k_s,
-            room_d / k_d,
-            (p_s - p_d) / (k_s + k_d),
-            (u_s - u_d + USED_SLACK * tol) / (k_s + k_d),
-        )
-        i = bisect.bisect_right(ws, limit) - 1
+        k_s = 1 / capacity[s]
+        i = -1
+        lowest = d
+        for d in _in_order(lowest, dst_heap, proj, ceiling) if allowed is not None else (lowest,):
+            p_d = proj[d]
+            k_d = 1 / capacity[d]
+            # Largest w with w*k_s <= room_s and w*k_d <= room_d, and no inversion of the pair.
+            # Nor, beyond the slack, of their reported utilisation: traffic-implied projections
+            # ignore other processes' CPU, and moves that were downhill by traffic went up to 6
+            # points uphill.
+            limit = min(
+                (p_s - floor) / k_s,
+                (ceiling - p_d) / k_d,
+                (p_s - p_d) / (k_s + k_d),
+                (used[s] - used[d] + USED_SLACK * tol) / (k_s + k_d),
+            )
+            i = bisect.bisect_right(ws, limit) - 1
+            while i >= 0 and allowed is not None and not allowed(names[i], d):
+                i -= 1
+            if i >= 0 or p_d >= p_s:
+                break
         if i < 0:
             continue  # nothing of s fits: s drops out
         w, bundle = ws.pop(i), names.pop(i)
         p_s -= w * k_s
         proj[s] = p_s
-        used[s] = u_s - w * k_s
-        used[d] = u_d + w * k_d
-        heapreplace(dst_heap, (p_d + w * k_d, d))
+        used[s] -= w * k_s
+        used[d] += w * k_d
         p_d += w * k_d
+        heappush(dst_heap, (p_d, d))
         proj[d] = p_d
         heappush(src_heap, (-p_s, s))
         moved.append((s, bundle, d, w, p_s, p_d))
@@ -104,6 +130,14 @@ def water_fill(
         )
         destinations[bundle] = d
     return {b: proj[b] - target for b in (*sources, *dests)}
+
+
+def _in_order(
+    first: str, heap: list[tuple[float, str]], proj: dict[str, float], ceiling: float
+) -> Iterator[str]:
+    """The lowest destination, then (sorted only if asked for) the others with room, lowest first."""
+    yield first
+    yield from (e for p, e in sorted(heap) if e != first and p == proj[e] and p < ceiling)
 
 
 def sheddable(load: LoadData, broker: str, tp_unit: float) -> tuple[list[float], list[str]]:

@@ -19,6 +19,7 @@ The events themselves are scheduled and applied by :mod:`balancer.sim.events`.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +97,11 @@ class MoveRecord:
     # moves are judged on these, since no leader can see the noise of an interval not yet reported.
     source_load: float = 0.0
     destination_load: float = 0.0
+    # And without this interval's traffic noise either (each bundle at its expected rate): what a
+    # leader could at best have known. Heavy-tailed bundle sizes move a broker's load by several
+    # points from one interval to the next.
+    source_expected: float = 0.0
+    destination_expected: float = 0.0
 
 
 @dataclass
@@ -133,6 +139,10 @@ class SimResult:
     # the final assignment judged at that frozen traffic (``balancer.sim.family_claims``).
     frozen_rates: dict[str, float] = field(default_factory=dict)
     final_owners: dict[str, str] = field(default_factory=dict)
+    # The same moment in load (CPU points each bundle's traffic costs a standard broker), with who
+    # owned what then: costs judged on load, which is what the strategy balances.
+    frozen_load: dict[str, float] = field(default_factory=dict)
+    frozen_owners: dict[str, str] = field(default_factory=dict)
 
 
 class Simulation:
@@ -215,6 +225,7 @@ class Simulation:
         pre: CycleState | None = None
         pre_events: list[CycleState] = []
         frozen: dict[str, Traffic] = {}
+        frozen_owners: dict[str, str] = {}
         traffic = self._traffic(0)
         self._set_stats(traffic)
         for k in range(self.s.cycles):
@@ -246,15 +257,16 @@ class Simulation:
             before = self._measure(traffic, cpu)
             if k == min(self.s.disturbance_at, self.s.cycles - 1):
                 pre = self._state(k, before, 0, placements, traffic)
-                frozen = traffic
+                frozen, frozen_owners = traffic, dict(self.cluster.owners)
             elif pre is not None and any(ev["type"] in ("_up", "_down") for ev in self.schedule.get(k, [])):
                 pre_events.append(self._state(k, before, 0, placements, traffic))
-                frozen = traffic
+                frozen, frozen_owners = traffic, dict(self.cluster.owners)
             plan = plan_shedding_cycle(
                 self.load, self.config, self.shedder, self.placement, self.ctx, now_ms, self.leader_rng
             )
             # Measured before any move is applied, and only when there are moves (large runs).
             steady = self._measure(traffic, steady_cpu) if plan.moves else before
+            calm = self._measure(self._expected(k), steady_cpu) if plan.moves else before
             for m in plan.moves:
                 if self.cluster.owners.get(m.bundle) != m.source or m.destination not in before:
                     continue
@@ -271,6 +283,8 @@ class Simulation:
                         before[m.destination].utilisation,
                         steady[m.source].utilisation,
                         steady[m.destination].utilisation,
+                        calm[m.source].utilisation,
+                        calm[m.destination].utilisation,
                     )
                 )
                 self.cluster.owners[m.bundle] = m.destination
@@ -293,7 +307,14 @@ class Simulation:
             pre_events=pre_events,
             frozen_rates={b: t.rate for b, t in frozen.items()},
             final_owners=dict(self.cluster.owners),
+            frozen_load={b: t.cpu_points for b, t in frozen.items()},
+            frozen_owners=frozen_owners,
         )
+
+    def _expected(self, k: int) -> dict[str, Traffic]:
+        """Each bundle's traffic in cycle ``k`` without the per-interval noise (draws no numbers)."""
+        var = dataclasses.replace(self.s.variation, noise=0.0)
+        return {name: bundle_traffic(b, k, var, self.rng) for name, b in self.cluster.bundles.items()}
 
     def _state(
         self,

@@ -34,6 +34,9 @@ the lagging reports the leader saw):
   interval's Gaussian CPU noise, which no leader can have seen) exceeded the source's by more than
   ``UPHILL_MARGIN`` points: traffic noise between the report and the move shifts a broker's load by
   well under a point at the simulated sizes, so beyond the margin the strategy chose wrongly.
+  ``uphill_expected`` = the same on each broker's load at its bundles' expected traffic (no traffic
+  noise either): with heavy-tailed bundle sizes one interval's traffic noise moves a broker's load by
+  several points (``skewed_sizes``), which no leader can have seen either.
 - ``averaged_rate_ratio`` = max / min over brokers (live in every cycle of the second half) of the
   normalised msg rate averaged over the second half of the run: the balance that counts under
   periodic load, which sways every instant's ratio. ``late_unloads`` = unloads in the second half.
@@ -109,6 +112,7 @@ class Quality:
     uphill_moves: int
     jitter_unloads: int | None
     uphill_beyond_margin: int = 0
+    uphill_expected: int = 0
     averaged_rate_ratio: float = math.inf
     late_unloads: int = 0
 
@@ -160,6 +164,7 @@ def quality(r: SimResult, without_jitter: SimResult | None = None) -> Quality:
         uphill_moves=sum(1 for m in r.moves if m.source_util < m.destination_util),
         jitter_unloads=jitter,
         uphill_beyond_margin=sum(1 for m in r.moves if m.destination_load - m.source_load > UPHILL_MARGIN),
+        uphill_expected=sum(1 for m in r.moves if m.destination_expected - m.source_expected > UPHILL_MARGIN),
         averaged_rate_ratio=averaged_ratio(r.cycles[len(r.cycles) // 2 :]),
         late_unloads=sum(1 for m in r.moves if m.cycle >= len(r.cycles) // 2),
     )
