@@ -183,6 +183,7 @@ class BalancedShedder:
         tol = band / 8
         over: list[str] = []
         under: list[str] = []
+        in_band: list[str] = []
         triggered_over = triggered_under = False
         for b, u in v.util.items():
             gap = u - v.target
@@ -236,6 +237,8 @@ class BalancedShedder:
                 over.append(b)
             elif gap < -tol:
                 under.append(b)
+            else:
+                in_band.append(b)
             out.broker(
                 b,
                 "triggered" if fired else "in_band" if side == 0 else "counting",
@@ -263,7 +266,12 @@ class BalancedShedder:
         sources = [b for b in over if triggered_under or out.brokers[b].reason == "triggered"]
         dests = [b for b in under if triggered_over or out.brokers[b].reason == "triggered"]
         allowed = even_spread(load, v) if config.loadBalancerDistributeBundlesEvenlyEnabled else None
-        left = water_fill(load, v, sources, dests, tol, out, allowed)
+        # Brokers taking no part whose reports are current (settling ones are not in these lists): the
+        # fill stops at their envelope, and only a side that triggered has to reach it.
+        taking_part = set(sources) | set(dests)
+        others = [b for b in (*over, *under, *in_band) if b not in taking_part]
+        sides = (triggered_over, triggered_under)
+        left = water_fill(load, v, sources, dests, tol, out, allowed, others, sides)
         for b in list(out.unloads) + list(set(out.destinations.values())):
             self.touched[b] = self.calls
             self.misjudged.add(b)

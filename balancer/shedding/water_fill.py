@@ -19,6 +19,10 @@ from balancer.shedding.selection import SYSTEM_PREFIXES, ResultBuilder
 # uphill moves beyond 2 points stayed 0 either way).
 USED_SLACK = 8
 
+# The widest max/min (traffic-implied) the fill's stopping envelope may span; below the 1.25 the
+# claims call balanced, for the traffic noise the final judgement sees.
+ENVELOPE_RATIO = 1.15
+
 
 def water_fill(
     load: LoadData,
@@ -28,6 +32,8 @@ def water_fill(
     tol: float,
     out: ResultBuilder,
     allowed: Callable[[str, str], bool] | None = None,
+    others: list[str] | None = None,
+    sides: tuple[bool, bool] = (True, True),
 ) -> dict[str, float]:
     """Largest excess first: move the source's biggest bundle that neither takes it below
     target - tol nor lifts the least utilised destination above target + tol, until every
@@ -36,7 +42,10 @@ def water_fill(
 
     ``allowed(bundle, destination)`` says whether placement's filters will let the bundle go there
     (a bundle bound to a destination they remove is placed by another rule, or not moved); a
-    source whose fitting bundles may not go to the lowest destination tries the next lowest."""
+    source whose fitting bundles may not go to the lowest destination tries the next lowest.
+
+    ``others`` are the brokers taking no part whose reports are current: the fill stops at their
+    envelope (see :func:`envelope`) rather than at the target's tolerance."""
     if not sources or not dests:
         return {}
     # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
@@ -45,6 +54,7 @@ def water_fill(
     used = dict(v.util)
     target = v.traffic_target
     floor, ceiling = target - tol, target + tol
+    src_stop, dst_stop = envelope([proj[b] for b in others or ()], floor, ceiling)
     src_heap = [(-proj[s], s) for s in sources]
     dst_heap = [(proj[d], d) for d in dests]
     heapq.heapify(src_heap)
@@ -64,11 +74,12 @@ def water_fill(
         d = dst_heap[0][1]
         p_s, p_d = proj[s], proj[d]
         room_d = ceiling - p_d
-        # Done once every broker is within the tolerance: the highest source at most tol above the
-        # target and the lowest destination at most tol below it. Shedding a source on to the
-        # target from there only spends unloads on small bundles; a source inside the tolerance
-        # still sheds while a destination is below it (a restarted broker is refilled).
-        settled = p_s <= target or (p_s <= ceiling and p_d >= floor)
+        # Done once the triggered side is inside the envelope of the brokers left out (at least the
+        # tolerance): the highest source at most at src_stop, the lowest destination at least at
+        # dst_stop. Shedding further only spends unloads on balance the others do not have; an
+        # untriggered source inside the tolerance still sheds while a triggered destination is
+        # below its stop (a restarted broker is refilled).
+        settled = p_s <= target or ((not sides[0] or p_s <= src_stop) and (not sides[1] or p_d >= dst_stop))
         if settled or room_d <= 0:
             if room_d <= 0:
                 heappop(dst_heap)
@@ -130,6 +141,20 @@ def water_fill(
         )
         destinations[bundle] = d
     return {b: proj[b] - target for b in (*sources, *dests)}
+
+
+def envelope(levels: list[float], floor: float, ceiling: float) -> tuple[float, float]:
+    """Where the fill may stop: sources at the highest level among ``levels`` (brokers taking no
+    part), destinations at the lowest, never nearer the target than ``floor`` / ``ceiling`` and never
+    wider than ENVELOPE_RATIO. Moving a participant deeper inside than the rest of the cluster buys
+    no balance: the brokers left out set the max/min the run ends at, and the least-cost bound for
+    that balance leaves the sources there."""
+    if not levels or floor <= 0:
+        return ceiling, floor
+    hi, lo = max(levels), min(levels)
+    src_stop = max(ceiling, min(hi, ENVELOPE_RATIO * min(lo, floor)))
+    dst_stop = min(floor, max(lo, max(hi, ceiling) / ENVELOPE_RATIO))
+    return src_stop, dst_stop
 
 
 def _in_order(

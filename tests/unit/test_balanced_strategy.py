@@ -187,11 +187,14 @@ def test_only_ordinary_owned_bundles_with_data_move_and_equal_weights_go_by_name
 
 
 def _fill(
-    brokers: dict[str, tuple[float, list[float]]], tol: float = 1.0
+    brokers: dict[str, tuple[float, list[float]]],
+    tol: float = 1.0,
+    others: tuple[str, ...] = (),
+    sides: tuple[bool, bool] = (True, True),
 ) -> tuple[list[str], dict[str, float]]:
     """Water-filling alone on a hand-made view: broker -> (traffic, bundle weights), capacity 1, so
     projected utilisation = traffic and the target is the mean. Returns the moved bundles in order
-    and the destinations' projections after them."""
+    and the destinations' projections after them. ``others`` take no part (water_fill's envelope)."""
     load = LoadData()
     for name, (_, weights) in brokers.items():
         local = LocalBrokerData()
@@ -205,9 +208,9 @@ def _fill(
     target = sum(traffic.values()) / len(traffic)
     view = View(dict(traffic), traffic, dict.fromkeys(traffic, 1.0), target, target, 1.0, 6 * 1024.0)
     out = ResultBuilder("BalancedShedder")
-    sources = [b for b, t in traffic.items() if t > target + tol]
-    dests = [b for b, t in traffic.items() if t < target - tol]
-    water_fill(load, view, sources, dests, tol, out)
+    sources = [b for b, t in traffic.items() if t > target + tol and b not in others]
+    dests = [b for b, t in traffic.items() if t < target - tol and b not in others]
+    water_fill(load, view, sources, dests, tol, out, None, list(others), sides)
     after = {d.numbers["destination"]: d.numbers["destinationProjected"] for d in out.decisions}
     return [d.subject or "" for d in out.decisions], after
 
@@ -233,6 +236,47 @@ def test_sources_inside_the_tolerance_keep_refilling_a_destination_below_it() ->
     assert moved.count("t/a/0x00000001_0x00000002") == 1 and moved.count("t/c/0x00000001_0x00000002") == 1
     assert len(moved) == 4
     assert after["b"] == pytest.approx(99.8)
+
+
+def test_a_triggered_source_comes_down_only_to_the_highest_broker_taking_no_part() -> None:
+    # Target 100; x sits at 104 and did not trigger, so the cluster's max stays 104 whatever a does:
+    # a (114) sheds five 2s to 104, not seven to the target, though b and c are still below it.
+    brokers = {
+        "a": (114.0, [2.0] * 7 + [100.0]),
+        "x": (104.0, [104.0]),
+        "b": (91.0, [91.0]),
+        "c": (91.0, [91.0]),
+    }
+    assert len(_fill(brokers, others=("x",), sides=(True, False))[0]) == 5
+    # Without anyone left out the fill goes on to the target's tolerance.
+    assert len(_fill(brokers)[0]) == 7
+
+
+def test_the_envelope_is_capped_at_the_balanced_ratio() -> None:
+    # x at 130 taking no part would let a stay at 125; the cap (1.15 x the floor 99) takes a lower.
+    brokers = {
+        "a": (125.0, [2.0] * 13 + [100.0]),
+        "x": (130.0, [130.0]),
+        "b": (72.5, [72.5]),
+        "c": (72.5, [72.5]),
+    }
+    moved, _ = _fill(brokers, others=("x",), sides=(True, False))
+    assert 125.0 - 2.0 * len(moved) <= 1.15 * 99.0 < 125.0 - 2.0 * (len(moved) - 1)
+
+
+def test_a_triggered_destination_is_filled_only_to_the_lowest_broker_taking_no_part() -> None:
+    # Target 100; b triggered at 88, x (not triggered) stays at 95: the untriggered sources a and c
+    # give b four 2s (to 96, the first step at or above 95), not six to the target.
+    brokers = {
+        "a": (108.5, [2.0] * 6 + [96.5]),
+        "c": (108.5, [2.0] * 6 + [96.5]),
+        "x": (95.0, [95.0]),
+        "b": (88.0, [88.0]),
+    }
+    moved, after = _fill(brokers, others=("x",), sides=(False, True))
+    assert after["b"] >= 95.0 > after["b"] - 2.0
+    full, _ = _fill(brokers)
+    assert len(moved) < len(full)
 
 
 def parked(calls: int) -> list[SheddingResult]:
