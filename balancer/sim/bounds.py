@@ -120,23 +120,35 @@ class _Brokers:
     def one_source(self, i: int, a: float, z: float) -> float:
         """For levels in [a, z], the fewest bundles that moving broker i's excess takes, counting its
         receivers' own shedding: either every bundle it moves fits some broker's room (the free ones
-        cover the excess), or one that fits nowhere moves and its receiver j sheds at least
-        (bundle - room_j) of its own bundles. Excess falls and rooms grow with m, so the excess and
-        rooms at z bound from below; the smallest bundle that can be too big anywhere in [a, z] is
-        the smallest above the largest room at a."""
+        cover the excess), or the largest one it moves, u, fits nowhere: then the others moved are no
+        larger than u, and u's receiver j sheds at least (u - room_j) of its own bundles. Excess falls
+        and rooms grow with m, so the excess and rooms at z bound from below; a bundle can be too big
+        somewhere in [a, z] only if it is above the largest room at a. (Charging the receiver's
+        shedding only for the smallest such bundle, while covering the excess with the largest, made
+        a hot bundle of 40,000 msg/s look movable alone: hot_bundles #8 bounded by 1 unload where
+        moving it forces its receiver to shed five more.)"""
         own = self.desc[i]
         e = -self.room(i, z)
         if e <= self.eps:
             return 0
+        n = len(own)
         ascending = own[::-1]
-        free_z = bisect.bisect_right(ascending, max(self.room(j, z) for j in range(len(self.pairs))))
-        free_cover = self._cover_from(i, e, len(own) - free_z)
+        rooms_z = [self.room(j, z) for j in range(len(self.pairs))]
+        free_z = bisect.bisect_right(ascending, max(rooms_z))
+        best = self._cover_from(i, e, n - free_z)
         k = bisect.bisect_right(ascending, max(self.room(j, a) for j in range(len(self.pairs))))
-        if k >= len(own):
-            return free_cover  # no bundle of i is too big for the largest room
-        w = ascending[k]
-        sheds = min(self._cover(j, w - self.room(j, z)) for j in range(len(self.pairs)) if j != i)
-        return min(free_cover, self._cover(i, e) + sheds)
+        last = -1.0
+        for u in ascending[k:]:
+            if u == last:
+                continue  # equal bundles give equal terms
+            last = u
+            sheds = min(
+                (self._cover(j, u - rooms_z[j]) for j in range(len(self.pairs)) if j != i), default=INF
+            )
+            if sheds >= best:
+                break  # sheds only grow with u
+            best = min(best, self._cover_from(i, e, n - bisect.bisect_right(ascending, u)) + sheds)
+        return best
 
     def _cover_from(self, i: int, amount: float, start: int) -> float:
         """Fewest of broker i's bundles from its ``start``-th largest on adding up to ``amount``."""

@@ -52,6 +52,14 @@ def test_whole_bundles_move() -> None:
     assert b.unloads == 1
 
 
+def test_a_hot_bundle_that_fits_nowhere_does_not_count_as_one_unload() -> None:
+    # 80 against eight 60s: 14 must leave the hot broker to reach 1.1. Its 40 covers that alone, but
+    # whoever takes it ends at 100 and sheds six of its 6s; four of the 4s (one each to four brokers)
+    # is the least. Charging the receiver only for the smallest too-big bundle (a 4) bounded it by 1.
+    b = balance_bound(state([[40.0] + [4.0] * 10] + [[6.0] * 10] * 8), ratio=1.1)
+    assert b.unloads == 4
+
+
 def test_small_bundles_mean_more_unloads() -> None:
     b = balance_bound(state([[10.0] * 30, [10.0] * 10]), ratio=1.0)
     assert b.rate == pytest.approx(100.0)
