@@ -1,7 +1,7 @@
 """Balancing quality as distributions: every scenario family x N generated instances x every
 strategy pair, in one run, with BalancedShedder's claims checked on the result.
 
-    .venv/bin/python bench/quality.py [--instances 100] [--jobs 2] [--families NAME ...]
+    .venv/bin/python bench/quality.py [--instances 100] [--jobs 2] [--families NAME ...] [--rows FILE]
 
 Writes the ``## Balancing quality over scenario families (issue 19)`` section of BENCHMARKS.md: per
 family and strategy the median and 95th percentile of each metric (``balancer/sim/family_claims.py``
@@ -12,6 +12,7 @@ defines them) and the claims with PASS/FAIL. The named scenarios stay as regress
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing
 import sys
@@ -34,6 +35,10 @@ HEADING = "## Balancing quality over scenario families (issue 19)"
 def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
     family, i, label = job
     return run_row(family, i, simulate(instance(family, i), PAIRS[label], i))
+
+
+def _json_safe(v: Any) -> Any:
+    return "inf" if isinstance(v, float) and math.isinf(v) else v
 
 
 def _fmt(v: float) -> str:
@@ -101,6 +106,7 @@ def main() -> int:
     ap.add_argument("--families", nargs="*", choices=list(FAMILIES), help="default: all")
     ap.add_argument("--strategies", nargs="*", choices=list(PAIRS), help="default: all")
     ap.add_argument("--no-write", action="store_true", help="print the section, leave BENCHMARKS.md")
+    ap.add_argument("--rows", type=Path, help="also write every run's numbers here (JSON, for digging)")
     args = ap.parse_args()
     if args.instances < 1 or args.jobs < 1:
         ap.error(f"--instances and --jobs must be >= 1 (got {args.instances}, {args.jobs})")
@@ -112,6 +118,11 @@ def main() -> int:
         rows = list(pool.imap_unordered(run_job, jobs, chunksize=8))
     wall = time.perf_counter() - t0
     text, ok = render(rows, args.instances, wall, args.jobs)
+    if args.rows:
+        ordered = sorted(rows, key=lambda r: (r["family"], r["instance"], r["strategy"]))
+        # JSON has no infinity: "never balanced" and "unbounded" are written as the string "inf".
+        plain = [{k: _json_safe(v) for k, v in r.items()} for r in ordered]
+        args.rows.write_text(json.dumps(plain, indent=1) + "\n")
     if args.no_write:
         print(text)
     else:

@@ -177,6 +177,19 @@ def _no_more_unloads_at_balance(o: dict[str, Any], b: dict[str, Any]) -> bool:
     return x is not None and y is not None and x <= y * (1 + TOLERANCE)
 
 
+def _misses(both: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
+    """Where the comparison with the baseline is lost, per family: less balanced, or as balanced with
+    more unloads than its balance needs (so the next round knows where to look)."""
+    worse: dict[str, list[int]] = {}
+    for o, b in both:
+        if o["balance"] > b["balance"] * (1 + TOLERANCE):
+            worse.setdefault(o["family"], [0, 0])[0] += 1
+        elif not _no_more_unloads_at_balance(o, b):
+            worse.setdefault(o["family"], [0, 0])[1] += 1
+    ranked = sorted(worse.items(), key=lambda kv: (-sum(kv[1]), kv[0]))
+    return ", ".join(f"{f} {a + u} ({a} less balanced, {u} more unloads)" for f, (a, u) in ranked) or "none"
+
+
 def _vs_base(
     ours: dict[tuple[str, int], dict[str, Any]], base: dict[tuple[str, int], dict[str, Any]], key: str
 ) -> tuple[int, int]:
@@ -305,7 +318,7 @@ def claims(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
                 f"at equal or better balance than {BASE} with no more unloads at that balance in"
                 f" {good}/{len(both)} instances where both balance ({good / len(both):.0%}, want >= 90%);"
                 f" counting unloads literally, however much better balanced: {literal}/{len(both)}"
-                f" ({literal / len(both):.0%})",
+                f" ({literal / len(both):.0%}); misses by family: {_misses(both)}",
             )
         )
     return out

@@ -3,6 +3,8 @@ moves at the bundles' expected traffic."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from balancer.sim.engine import PAIRS, CycleState, simulate
@@ -72,3 +74,22 @@ def test_cost_on_load_equals_cost_on_msg_rate_when_every_message_is_the_same_siz
         simulate(parse_scenario(instance_dict("skewed_sizes", 3)), PAIRS["BalancedShedder"], 3),
     )
     assert mixed["cost"] is not None and mixed["cost_load"] != pytest.approx(mixed["cost"])
+
+
+def test_comparison_misses_are_broken_down_by_family_and_cause() -> None:
+    from balancer.sim.family_claims import _misses
+
+    def row(family: str, balance: float, unloads: int, unload_cost: float | None) -> dict[str, Any]:
+        return {"family": family, "balance": balance, "unloads": unloads, "unload_cost": unload_cost}
+
+    hot, scale_in = "hot_bundles", "scale_in"
+    both = [
+        (row(hot, 1.10, 9, 3.0), row(hot, 1.20, 4, 1.0)),  # more unloads than its balance needs
+        (row(scale_in, 1.24, 0, None), row(scale_in, 1.10, 0, None)),  # less balanced
+        (row(scale_in, 1.10, 2, 1.0), row(scale_in, 1.10, 3, 1.0)),  # not a miss
+        (row(hot, 1.10, 9, 1.0), row(hot, 1.20, 4, 1.0)),  # more unloads, but as near its fewest
+    ]
+    assert _misses(both) == (
+        "hot_bundles 1 (0 less balanced, 1 more unloads), scale_in 1 (1 less balanced, 0 more unloads)"
+    )
+    assert _misses(both[2:]) == "none"
