@@ -26,24 +26,12 @@ def test_serve_session_timeout_reaches_the_settings() -> None:
     assert serve.settings_from_args(_serve_args()).zk_session_timeout_s == 10.0
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-def test_scheduler_job_runs_leave_no_info_lines() -> None:
+def test_scheduler_job_runs_leave_no_info_lines(caplog: pytest.LogCaptureFixture) -> None:
     ran = threading.Event()
     schedule = LeaderSchedule()
     config = LoadBalancerConfig.from_dict({"loadBalancerSheddingIntervalMinutes": 0.2 / 60})
     schedule.apply(config, dict.fromkeys(JOB_NAMES, ran.set), leading=True)
-    root = logging.getLogger()
-    handler, level = _Records(), root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)  # as `serve` runs by default
+    caplog.set_level(logging.INFO)  # as `serve` runs by default
     try:
         schedule.start()
         assert ran.wait(10), "no job ran"
@@ -52,9 +40,7 @@ def test_scheduler_job_runs_leave_no_info_lines() -> None:
         assert ran.wait(10)
     finally:
         schedule.shutdown()
-        root.removeHandler(handler)
-        root.setLevel(level)
-    noise = [r.getMessage() for r in handler.records if r.name.startswith("apscheduler") and r.levelno < 30]
+    noise = [r.getMessage() for r in caplog.records if r.name.startswith("apscheduler") and r.levelno < 30]
     assert noise == []
 
 

@@ -8,6 +8,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
 from balancer.config import LoadBalancerConfig
 from service.api.metrics import PrometheusMetrics
 from service.leader.schedule import JOB_NAMES, LeaderSchedule
@@ -20,16 +22,7 @@ def wait_for(pred: Callable[[], bool], timeout: float, interval: float, what: st
         time.sleep(interval)
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-def test_runs_are_counted_logged_and_exported_and_overlaps_are_seen() -> None:
+def test_runs_are_counted_logged_and_exported_and_overlaps_are_seen(caplog: pytest.LogCaptureFixture) -> None:
     metrics = PrometheusMetrics(cluster="c1")
     schedule = LeaderSchedule(metrics.job_run)
     release = threading.Event()
@@ -44,11 +37,7 @@ def test_runs_are_counted_logged_and_exported_and_overlaps_are_seen() -> None:
     config = LoadBalancerConfig.from_dict({"loadBalancerSheddingIntervalMinutes": 0.2 / 60})
     funcs = {name: (lambda: None) for name in JOB_NAMES} | {"shedding": shedding}
     schedule.apply(config, funcs, leading=True)
-    handler = _Records()
-    logger = logging.getLogger("service.leader.schedule")
-    logger.addHandler(handler)
-    level = logger.level
-    logger.setLevel(logging.INFO)
+    caplog.set_level(logging.INFO, logger="service.leader.schedule")
     try:
         schedule.start()
         wait_for(lambda: schedule.runs.get(("shedding", "max_instances"), 0) >= 1, 10, 0.05, "an overlap")
@@ -56,15 +45,14 @@ def test_runs_are_counted_logged_and_exported_and_overlaps_are_seen() -> None:
         wait_for(lambda: schedule.runs.get(("shedding", "executed"), 0) >= 3, 10, 0.05, "three runs")
     finally:
         schedule.shutdown()
-        logger.removeHandler(handler)
-        logger.setLevel(level)
     time.sleep(0.3)  # a run cut by the shutdown may still report
     runs = dict(schedule.runs)
     assert runs[("shedding", "executed")] <= runs[("shedding", "started")] <= shedding_runs + 1
-    lines = [r.getMessage() for r in handler.records]
+    records = [r for r in caplog.records if r.name == "service.leader.schedule"]
+    lines = [r.getMessage() for r in records]
     started = [m for m in lines if m.startswith("scheduled shedding run due") and m.endswith(" started")]
     executed = [m for m in lines if m.startswith("scheduled shedding run due") and m.endswith(" executed")]
-    skipped = [r for r in handler.records if "not started: its previous run still running" in r.getMessage()]
+    skipped = [r for r in records if "not started: its previous run still running" in r.getMessage()]
     assert len(started) == runs[("shedding", "started")]
     assert len(executed) == runs[("shedding", "executed")]
     assert skipped and all(r.levelno == logging.WARNING for r in skipped)
