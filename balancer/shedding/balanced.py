@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
-from balancer.explain import explain
+from balancer.explain import Explanation, explain
 from balancer.models import BundleData, LoadData
 from balancer.placement.base import PlacementChoice, planned_or_none_left
 from balancer.shedding.base import SheddingResult
@@ -317,10 +317,9 @@ class BalancedShedder:
             score = v.util.get(c, 0.0) + self.pending.get(c, 0.0) + w / cap
             if score < best_score or (score == best_score and c < best):
                 best, best_score = c, score
-        self.pending[best] = self.pending.get(best, 0.0) + w / v.capacity.get(best, prior)
-        self.touched[best] = self.calls
-        return PlacementChoice(
+        return self._placed(
             best,
+            w / v.capacity.get(best, prior),
             explain(
                 "least_projected_utilisation",
                 "least utilisation after adding the bundle's long-term load",
@@ -331,6 +330,13 @@ class BalancedShedder:
                 candidates=len(candidates),
             ),
         )
+
+    def _placed(self, broker: str, points: float, why: Explanation) -> PlacementChoice:
+        """Records a placement so that the next ones this cycle see it (``pending``) and the broker
+        settles next cycle (``touched``): its report will predate the bundle."""
+        self.pending[broker] = self.pending.get(broker, 0.0) + points
+        self.touched[broker] = self.calls
+        return PlacementChoice(broker, why)
 
     def _replace(self, candidates: Sequence[str], bundle: str, v: View) -> PlacementChoice:
         """A shed bundle whose bound destination the filters removed (even distribution, isolation):
@@ -359,10 +365,9 @@ class BalancedShedder:
                     candidates=len(candidates),
                 ),
             )
-        self.pending[best] = self.pending.get(best, 0.0) + w / v.capacity[best]
-        self.touched[best] = self.calls
-        return PlacementChoice(
+        return self._placed(
             best,
+            w / v.capacity[best],
             explain(
                 "least_projected_gap",
                 "bound destination filtered out: the candidate least above the target after the move",
