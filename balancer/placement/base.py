@@ -39,6 +39,30 @@ class PlacementStrategy(Protocol):
     def on_active_brokers_change(self, active: set[str]) -> None: ...
 
 
+@runtime_checkable
+class OrdersBatch(Protocol):
+    """Optional: a strategy that wants a batch of unowned bundles (a dead broker's, placed in one
+    pass) handed to it in its own order. Placement still sees one bundle at a time, but under
+    Pulsar's even-distribution filter the order decides which brokers are left for each bundle."""
+
+    def order_batch(
+        self, bundles: Sequence[str], load: LoadData, stored: Mapping[str, BundleData]
+    ) -> list[str]: ...
+
+
+def batch_order(
+    strategy: PlacementStrategy,
+    bundles: Sequence[str],
+    load: LoadData,
+    stored: Mapping[str, BundleData],
+) -> list[str]:
+    """``bundles`` in the order ``strategy`` places them: its own if it orders batches, else as
+    given (Pulsar places each bundle when a client looks it up, in no order of its choosing)."""
+    if isinstance(strategy, OrdersBatch):
+        return strategy.order_batch(bundles, load, stored)
+    return list(bundles)
+
+
 @lru_cache(maxsize=1 << 16)
 def _weighted(
     cpu_u: float,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
@@ -28,7 +28,7 @@ from balancer.explain import Explanation, explain
 from balancer.models import BundleData, LoadData
 from balancer.placement.base import PlacementChoice, planned_or_none_left
 from balancer.shedding.base import SheddingResult
-from balancer.shedding.capacity import View, build_view
+from balancer.shedding.capacity import BYTES_PER_UNIT, View, build_view
 from balancer.shedding.selection import ResultBuilder
 from balancer.shedding.water_fill import water_fill
 
@@ -330,6 +330,24 @@ class BalancedShedder:
                 candidates=len(candidates),
             ),
         )
+
+    def order_batch(
+        self, bundles: Sequence[str], load: LoadData, stored: Mapping[str, BundleData]
+    ) -> list[str]:
+        """Largest long-term weight first (ties by name). Pulsar's even-distribution filter hands a
+        namespace's unowned bundles out in rounds, one per broker, so a round's last bundle has one
+        candidate left; in arrival order a big bundle drawn late was forced onto a broker already
+        full (generated ``scale_in``: less balanced than AvgShedder in 22 of 86 instances where both
+        balance; 10 largest first, median final max/min 1.13 -> 1.09)."""
+
+        def weight(bundle: str) -> float:
+            data = load.bundle_data.get(bundle) or stored.get(bundle)
+            if data is None:
+                return 0.0
+            lt = data.long_term_data
+            return lt.msg_rate + lt.msg_throughput / BYTES_PER_UNIT
+
+        return sorted(bundles, key=lambda b: (-weight(b), b))
 
     def _placed(self, broker: str, points: float, why: Explanation) -> PlacementChoice:
         """Records a placement so that the next ones this cycle see it (``pending``) and the broker

@@ -36,7 +36,7 @@ from balancer.models import (
     NamespaceBundleStats,
     ResourceUsage,
 )
-from balancer.placement.base import PlacementStrategy
+from balancer.placement.base import PlacementStrategy, batch_order
 from balancer.placement.context import PlacementContext
 from balancer.placement.pipeline import assign_bundle
 from balancer.placement.registry import create_placement
@@ -348,7 +348,7 @@ class Simulation:
     def _place_orphans(self, stored: dict[str, BundleData]) -> int:
         placed = 0
         pending, self.orphans = self.orphans, []
-        for bundle in pending:
+        for bundle in batch_order(self.placement, pending, self.load, stored):
             decision = assign_bundle(
                 bundle,
                 self.load,

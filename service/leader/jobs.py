@@ -28,7 +28,7 @@ from balancer.config import LoadBalancerConfig
 from balancer.cycle import CyclePlan, Move, plan_shedding_cycle
 from balancer.explain import Explanation, explain
 from balancer.loaddata import top_k_bundles_to_write
-from balancer.placement.base import PlacementStrategy
+from balancer.placement.base import PlacementStrategy, batch_order
 from balancer.placement.pipeline import assign_bundle
 from balancer.shedding.base import LoadSheddingStrategy
 from service.errors import ServiceError, StaleWrite
@@ -219,12 +219,15 @@ class LeaderJobs(SplitJobs):
         clock = now_ms()
         # Bundle data comes from the watch cache even on a non-sampling refresh (see LoadView.refresh).
         stored, versions = snap.stored_bundle_data, snap.bundle_data_versions
-        for bundle in sorted(live):
-            if bundle in snap.owners:
-                continue
+        unplaced = [
+            b
+            for b in sorted(live)
+            if b not in snap.owners
+            # An assigned broker that is alive has not taken it yet.
+            and ((a := snap.assignments.get(b)) is None or a.value.broker not in snap.brokers)
+        ]
+        for bundle in batch_order(placement, unplaced, self.view.load, stored):
             a = snap.assignments.get(bundle)
-            if a is not None and a.value.broker in snap.brokers:
-                continue  # the assigned broker has not taken it yet
             new_to_view = bundle not in self.view.load.bundle_data
             decision = assign_bundle(
                 bundle,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from balancer.sim.engine import PAIRS, simulate
+from balancer.placement.base import OrdersBatch, batch_order
+from balancer.sim.engine import PAIRS, Simulation, simulate
 from balancer.sim.families import instance
 from balancer.sim.family_claims import run_row
 from balancer.sim.metrics import quality
@@ -60,3 +61,22 @@ def test_an_under_filled_big_broker_gets_its_capacity_and_is_filled() -> None:
     assert q.cycles_to_balanced is not None
     assert q.final_rate_ratio <= 1.25
     assert q.uphill_beyond_margin == 0
+
+
+def test_a_leaving_brokers_bundles_are_placed_largest_first() -> None:
+    # Under the even-distribution filter a namespace's orphans go out in rounds, one per broker; in
+    # arrival order a big bundle drawn last in a round was forced onto a broker already full.
+    for i in (2, 4):
+        sim = Simulation(instance("scale_in", i), OURS, i)
+        assert isinstance(sim.placement, OrdersBatch)
+        assert run_row("scale_in", i, sim.run())["balance"] <= 1.2, i
+        arrival = Simulation(instance("scale_in", i), OURS, i)
+        arrival.placement.order_batch = lambda bundles, load, stored: list(bundles)  # type: ignore[method-assign]
+        assert run_row("scale_in", i, arrival.run())["balance"] > 1.25, i
+
+
+def test_only_a_strategy_that_orders_batches_reorders_them() -> None:
+    sim = Simulation(instance("scale_in", 2), AVG, 2)
+    assert not isinstance(sim.placement, OrdersBatch)
+    names = ["c", "a", "b"]
+    assert batch_order(sim.placement, names, sim.load, {}) == names
