@@ -264,12 +264,18 @@ def render(
 
 
 def write_section(text: str, heading: str) -> None:
+    """Replace the section, keeping a hand-written italic note right under its heading (what the
+    run was re-measured after), which the bench cannot know."""
     doc = BENCH.read_text() if BENCH.exists() else "# Benchmarks\n"
     start = doc.find(heading + "\n")
     if start < 0:
         doc = doc.rstrip("\n") + "\n\n" + text
     else:
         nxt = doc.find("\n## ", start + len(heading))
+        old = doc[start + len(heading) : nxt if nxt >= 0 else len(doc)].lstrip("\n")
+        note = old.split("\n\n", 1)[0]
+        if note.startswith("*") and note.endswith("*") and text.startswith(heading + "\n"):
+            text = f"{heading}\n\n{note}" + text[len(heading) :]
         doc = doc[:start] + text + (doc[nxt + 1 :] if nxt >= 0 else "")
     BENCH.write_text(doc.rstrip("\n") + "\n")
 
