@@ -226,7 +226,10 @@ class BalancedShedder:
                 if confirmed
                 else config.loadBalancerAvgShedderHitCountLowThreshold
             )
-            drifted = abs(drift) >= drift_need
+            # The smoothed gap lags a wave: sixteen calls of it on one side fired every broker of an
+            # opposite-phase pair at once, while their reports already stood the other way round, and
+            # the fill then moved into the rising half (waves_opposite #78: 2 moves 4 points uphill).
+            drifted = abs(drift) >= drift_need and drift * implied_gap > 0 and abs(implied_gap) > tol
             # A swinging broker still answers the slow-drift count: sixteen minutes on one side is not a
             # swing, and it is how a broker our own move overshot (its side history then looks like a
             # swing) gets refilled.
@@ -271,7 +274,8 @@ class BalancedShedder:
         taking_part = set(sources) | set(dests)
         others = [b for b in (*over, *under, *in_band) if b not in taking_part]
         sides = (triggered_over, triggered_under)
-        left = water_fill(load, v, sources, dests, tol, out, allowed, others, sides)
+        triggered = {b for b in taking_part if out.brokers[b].reason == "triggered"}
+        left = water_fill(load, v, sources, dests, tol, out, allowed, others, sides, (triggered, band))
         for b in list(out.unloads) + list(set(out.destinations.values())):
             self.touched[b] = self.calls
             self.misjudged.add(b)

@@ -34,6 +34,7 @@ def water_fill(
     allowed: Callable[[str, str], bool] | None = None,
     others: list[str] | None = None,
     sides: tuple[bool, bool] = (True, True),
+    quiet_pairs: tuple[set[str], float] | None = None,
 ) -> dict[str, float]:
     """Largest excess first: move the source's biggest bundle that neither takes it below
     target - tol nor lifts the least utilised destination above target + tol, until every
@@ -45,7 +46,13 @@ def water_fill(
     source whose fitting bundles may not go to the lowest destination tries the next lowest.
 
     ``others`` are the brokers taking no part whose reports are current: the fill stops at their
-    envelope (see :func:`envelope`) rather than at the target's tolerance."""
+    envelope (see :func:`envelope`) rather than at the target's tolerance.
+
+    ``quiet_pairs`` = (the brokers that triggered, a gap): a pair of which neither triggered moves
+    only while its traffic-implied levels differ by more than the gap (the band). Two in-band brokers
+    a few points apart by a report an interval old are within one interval's noise of each other when
+    bundle sizes are heavy-tailed (skewed_sizes #22: a source 9 points lower and a destination 6
+    points higher by the interval of the move, 5.5 points uphill)."""
     if not sources or not dests:
         return {}
     # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
@@ -92,8 +99,12 @@ def water_fill(
         k_s = 1 / capacity[s]
         i = -1
         lowest = d
-        for d in _in_order(lowest, dst_heap, proj, ceiling) if allowed is not None else (lowest,):
+        walk = allowed is not None or quiet_pairs is not None
+        for d in _in_order(lowest, dst_heap, proj, ceiling) if walk else (lowest,):
             p_d = proj[d]
+            if quiet_pairs is not None and p_s - p_d < quiet_pairs[1] and not quiet_pairs[0] & {s, d}:
+                i = -1
+                continue
             k_d = 1 / capacity[d]
             # Largest w with w*k_s <= room_s and w*k_d <= room_d, and no inversion of the pair.
             # Nor, beyond the slack, of their reported utilisation: traffic-implied projections

@@ -80,3 +80,13 @@ def test_only_a_strategy_that_orders_batches_reorders_them() -> None:
     assert not isinstance(sim.placement, OrdersBatch)
     names = ["c", "a", "b"]
     assert batch_order(sim.placement, names, sim.load, {}) == names
+
+
+def test_no_uphill_move_where_a_lagging_drift_or_one_noisy_report_made_them() -> None:
+    # waves_opposite #78: the smoothed gap lags the wave, so the drift count fired every broker at once
+    # while the reports already stood the other way round (2 moves 4 points uphill). skewed_sizes #22:
+    # two in-band brokers 6 points apart by traffic swapped places within the interval (5.5 uphill).
+    for family, i in (("waves_opposite", 78), ("skewed_sizes", 22)):
+        q = quality(simulate(instance(family, i), OURS, i))
+        assert q.unloads > 0, (family, i)
+        assert q.uphill_beyond_margin == 0, (family, i)
