@@ -94,14 +94,18 @@ class LeaderSchedule:
         with self._runs_lock:
             self.runs[(job, outcome)] = self.runs.get((job, outcome), 0) + 1
         due = _due(event)
+        # A process may hold several schedules (an embedded demo beside a test's own): each record
+        # says whose run it was, without changing the line an operator reads.
+        mine = {"leader_schedule": id(self)}
         if outcome in ("missed", "max_instances"):
             why = "its previous run still running" if outcome == "max_instances" else "missed"
-            log.warning("scheduled %s run due %s not started: %s", job, due, why)
+            log.warning("scheduled %s run due %s not started: %s", job, due, why, extra=mine)
         elif outcome == "error":
-            log.warning("scheduled %s run due %s raised: %r", job, due, getattr(event, "exception", None))
+            exc = getattr(event, "exception", None)
+            log.warning("scheduled %s run due %s raised: %r", job, due, exc, extra=mine)
         else:
             level = logging.INFO if job == "shedding" else logging.DEBUG
-            log.log(level, "scheduled %s run due %s %s", job, due, outcome)
+            log.log(level, "scheduled %s run due %s %s", job, due, outcome, extra=mine)
         if self._on_run is not None:
             with contextlib.suppress(Exception):
                 self._on_run(job, outcome)

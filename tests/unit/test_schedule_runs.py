@@ -37,18 +37,31 @@ def test_runs_are_counted_logged_and_exported_and_overlaps_are_seen(caplog: pyte
     config = LoadBalancerConfig.from_dict({"loadBalancerSheddingIntervalMinutes": 0.2 / 60})
     funcs = {name: (lambda: None) for name in JOB_NAMES} | {"shedding": shedding}
     schedule.apply(config, funcs, leading=True)
+    # Another schedule in the same process, as the e2e tier's session-wide demo is: its runs are
+    # logged by the same logger and must not be counted as this one's.
+    other = LeaderSchedule()
+    other.apply(config, dict.fromkeys(JOB_NAMES, lambda: None), leading=True)
     caplog.set_level(logging.INFO, logger="service.leader.schedule")
     try:
+        other.start()
         schedule.start()
         wait_for(lambda: schedule.runs.get(("shedding", "max_instances"), 0) >= 1, 10, 0.05, "an overlap")
         release.set()
         wait_for(lambda: schedule.runs.get(("shedding", "executed"), 0) >= 3, 10, 0.05, "three runs")
     finally:
         schedule.shutdown()
+        other.shutdown()
     time.sleep(0.3)  # a run cut by the shutdown may still report
     runs = dict(schedule.runs)
     assert runs[("shedding", "executed")] <= runs[("shedding", "started")] <= shedding_runs + 1
-    records = [r for r in caplog.records if r.name == "service.leader.schedule"]
+    # Only this schedule's records: a session-wide demo of another test module may share the process.
+    records = [
+        r
+        for r in caplog.records
+        if r.name == "service.leader.schedule" and getattr(r, "leader_schedule", None) == id(schedule)
+    ]
+    foreign = [r for r in caplog.records if r.name == "service.leader.schedule" and r not in records]
+    assert foreign and all(getattr(r, "leader_schedule", None) == id(other) for r in foreign)
     lines = [r.getMessage() for r in records]
     started = [m for m in lines if m.startswith("scheduled shedding run due") and m.endswith(" started")]
     executed = [m for m in lines if m.startswith("scheduled shedding run due") and m.endswith(" executed")]
