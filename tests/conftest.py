@@ -178,10 +178,13 @@ def zk_client(zk_client_factory: ZkClientFactory) -> KazooClient:
     return zk_client_factory()
 
 
-# `make test` spreads modules over two xdist workers (`--dist loadfile`), handed out in collection
-# order. The pure tier goes first (it fails fastest, and its Hypothesis tests run before any kazoo
-# client thread draws from the global `random`), then the longest modules, longest first (from
-# `scripts/run-tests.sh --durations=30`): one collected last would run alone while the other worker idles.
+# The order of a serial run (`LOADMGR_TEST_WORKERS=0`): the pure tier first (it fails fastest, and
+# its Hypothesis tests run before any kazoo client thread draws from the global `random`), then the
+# longest modules, longest first (from `scripts/run-tests.sh --durations=30`). Under `make test`
+# (`--dist loadfile`) pytest-xdist >= 3.6 hands modules out by number of tests, most first, and this
+# order only breaks ties; `--no-loadscope-reorder` would keep it, but one run of the suite that way
+# had the three Ctrl-C tests time out (not reproduced since; they now print the demo's thread stacks
+# if they do), so the default stands.
 _LONGEST_FIRST = (
     "tests/integration/test_spark_standalone.py",
     "tests/integration/test_watch_view.py",

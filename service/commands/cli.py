@@ -4,9 +4,12 @@ defines ``register(subparsers)``; this file only discovers and dispatches them."
 from __future__ import annotations
 
 import argparse
+import contextlib
+import faulthandler
 import importlib
 import os
 import pkgutil
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -52,6 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     the traceback is printed only with ``LOADMGR_DEBUG=1``, for whoever debugs loadmgr itself."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: how a process that will not stop
+    # is diagnosed where it runs. Not everywhere possible (no SIGUSR1, stderr without a descriptor).
+    with contextlib.suppress(AttributeError, ValueError, OSError, RuntimeError):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         rc = args.func(args)
         sys.stdout.flush()

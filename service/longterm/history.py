@@ -215,13 +215,23 @@ class HistorySink:
             self.stats.cycles_queued += 1
 
     def close(self, timeout: float = 30.0) -> None:
-        """Write everything queued, then stop the writer."""
+        """Write everything queued, then stop the writer; never waits longer than ``timeout`` seconds
+        in all (a stalled filesystem with a full queue must not hold up the process's exit)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-        self._queue.put(_STOP)
-        self._thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        try:
+            self._queue.put(_STOP, timeout=max(timeout, 0.001))
+        except queue.Full:
+            log.warning(
+                "history writer did not finish within %.0f s: %d queued cycles not written",
+                timeout,
+                self._queue.qsize(),
+            )
+            return
+        self._thread.join(max(deadline - time.monotonic(), 0.0))
         if self._thread.is_alive():
             log.warning("history writer did not finish within %.0f s", timeout)
 
@@ -237,7 +247,13 @@ class HistorySink:
             stop = any(item is _STOP for item in batch)
             cycles = [item for item in batch if item is not _STOP]
             if cycles:
-                self._write_cycles(cycles)
+                # A writer that died would leave the queue to fill and every later cycle dropped.
+                try:
+                    self._write_cycles(cycles)
+                except Exception:
+                    with self._lock:
+                        self.stats.write_errors += 1
+                    log.exception("history: %d cycles could not be turned into rows", len(cycles))
             if stop:
                 return
 

@@ -61,6 +61,17 @@ def _start_demo(tmp: Path) -> subprocess.Popen[str]:
     )
 
 
+def _stacks_then_fail(proc: subprocess.Popen[str], seen: str) -> None:
+    """The demo did not stop: ask it for every thread's stack (``loadmgr`` dumps them on SIGUSR1) so
+    the failure says where it hangs, then fail with them."""
+    os.kill(proc.pid, signal.SIGUSR1)
+    try:
+        more, _ = proc.communicate(timeout=3)
+    except subprocess.TimeoutExpired as e:
+        more = e.output if isinstance(e.output, str) else (e.output or b"").decode(errors="replace")
+    pytest.fail(f"no exit within 30 s of SIGINT; output, then its threads:\n{(seen + more)[-12000:]}")
+
+
 def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout_s: float) -> str:
     assert proc.stdout is not None
     seen = []
@@ -91,7 +102,10 @@ def test_sigint_to_the_process_group_stops_the_demo_promptly_and_cleanly(tmp_pat
         assert _processes_mentioning(str(tmp)), "the embedded ZooKeeper should be running by now"
         sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
-        rest, _ = proc.communicate(timeout=30)
+        try:
+            rest, _ = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired as e:
+            _stacks_then_fail(proc, head + (e.output if isinstance(e.output, str) else ""))
         took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
@@ -163,7 +177,12 @@ def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: P
         head += _read_pty_until(master, b"\x1b[2K", 10)
         sent = time.monotonic()
         os.killpg(proc.pid, signal.SIGINT)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGUSR1)
+            stacks = _read_pty_until(master, b"\x00never", 3).decode(errors="replace")
+            pytest.fail(f"no exit within 30 s of SIGINT; its threads:\n{stacks[-12000:]}")
         took = time.monotonic() - sent
         rest = _read_pty_until(master, b"ZooKeeper are down", 5)
     finally:

@@ -243,3 +243,55 @@ def test_cycle_is_snapshotted_at_append(tmp_path: Path, monkeypatch: pytest.Monk
     assert len(bundles) == 2
     assert {r["owner"] for r in bundles} == {"b1"}
     assert next(r for r in _read(tmp_path, "brokers") if r["broker"] == "b1")["cpu_usage"] == 40.0
+
+
+def test_close_is_bounded_when_the_writer_is_stalled_and_the_queue_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A filesystem that stops answering must not hold up the process's exit (Ctrl-C, SIGTERM).
+    gate = threading.Event()
+    sink = HistorySink(str(tmp_path), max_queue=2, max_cycles_per_file=1)
+    real = sink._write_file
+
+    def stalled(*args: Any) -> None:
+        gate.wait(30)
+        real(*args)
+
+    monkeypatch.setattr(sink, "_write_file", stalled)
+    sink.append_cycle(T0, _load(), OWNERS)
+    deadline = time.monotonic() + 5
+    while not sink._queue.empty() and time.monotonic() < deadline:
+        time.sleep(0.01)  # the writer holds the first cycle, stalled
+    for i in range(1, 4):
+        sink.append_cycle(T0 + i * 1000, _load(), OWNERS)
+    assert sink._queue.full()
+    started = time.monotonic()
+    sink.close(timeout=0.5)
+    assert time.monotonic() - started < 2.0
+    gate.set()
+
+
+def test_a_cycle_that_cannot_become_rows_is_counted_and_the_writer_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import service.longterm.history as history
+
+    real = history.bundle_rows
+    calls = {"n": 0}
+
+    def first_fails(*args: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ValueError("garbage")
+        return real(*args)
+
+    monkeypatch.setattr(history, "bundle_rows", first_fails)
+    sink = HistorySink(str(tmp_path), max_cycles_per_file=1)
+    sink.append_cycle(T0, _load(), OWNERS)
+    deadline = time.monotonic() + 5
+    while sink.stats.write_errors == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sink.append_cycle(T0 + 1000, _load(), OWNERS)
+    sink.close()
+    assert sink.stats.write_errors == 1
+    assert {r["time"] for r in _read(tmp_path, "bundles")} == {T0 + 1000}
