@@ -68,6 +68,15 @@ class View:
     def weight(self, rate: float, tp: float) -> float:
         return rate / self.rate_unit + tp / self.tp_unit
 
+    def level(self, broker: str, slack: float) -> float:
+        """The utilisation the broker's traffic implies by its capacity, unless its reported one is
+        more than ``slack`` points above that (CPU that something besides its traffic takes). A
+        report carries one interval's CPU noise, which no later interval repeats."""
+        u = self.util.get(broker, 0.0)
+        if broker not in self.traffic or broker not in self.capacity:
+            return u
+        return max(self.traffic[broker] / self.capacity[broker], u - slack)
+
 
 def build_view(
     load: LoadData,
