@@ -238,7 +238,13 @@ class HistorySink:
     # ---- writer thread -----------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            batch = [self._queue.get()]
+            # Closed while the queue was full, no stop marker went in: drain what is queued, then end.
+            if self._closed and self._queue.empty():
+                return
+            try:
+                batch = [self._queue.get(timeout=0.5)]
+            except queue.Empty:
+                continue
             while len(batch) < self._max_batch:
                 try:
                     batch.append(self._queue.get_nowait())

@@ -269,6 +269,8 @@ def test_close_is_bounded_when_the_writer_is_stalled_and_the_queue_full(
     sink.close(timeout=0.5)
     assert time.monotonic() - started < 2.0
     gate.set()
+    sink._thread.join(10)  # its writer must not outlive the test: the next one patches what it calls
+    assert not sink._thread.is_alive()
 
 
 def test_a_cycle_that_cannot_become_rows_is_counted_and_the_writer_goes_on(
