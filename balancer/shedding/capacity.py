@@ -68,6 +68,11 @@ class View:
     def weight(self, rate: float, tp: float) -> float:
         return rate / self.rate_unit + tp / self.tp_unit
 
+    def spread(self) -> float:
+        """Max/min of the utilisation the brokers' traffic implies (infinite with an idle broker)."""
+        levels = [self.traffic[b] / self.capacity[b] for b in self.util if self.capacity.get(b)]
+        return max(levels) / min(levels) if levels and min(levels) > 0 else float("inf")
+
     def level(self, broker: str, slack: float) -> float:
         """The utilisation the broker's traffic implies by its capacity, unless its reported one is
         more than ``slack`` points above that (CPU that something besides its traffic takes). A
