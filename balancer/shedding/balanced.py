@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from balancer.bundles import namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.explain import Explanation, explain
 from balancer.models import BundleData, LoadData
@@ -30,7 +29,7 @@ from balancer.placement.base import PlacementChoice, planned_or_none_left
 from balancer.shedding.base import SheddingResult
 from balancer.shedding.capacity import BYTES_PER_UNIT, View, build_view
 from balancer.shedding.selection import ResultBuilder
-from balancer.shedding.water_fill import water_fill
+from balancer.shedding.water_fill import even_spread, water_fill
 
 # Slow drift: a broker sitting at the edge of the band flips in and out of it with the noise, which
 # resets its hit counter for ever (heterogeneous seed 2 stayed at msg-rate max/min 1.53, steady_noise
@@ -77,30 +76,6 @@ FAST_JUMP_EXTRA = 1
 # its traffic (opposite-phase waves, balanced on average): shedding at its peak or filling it at its
 # trough only churns, so it does not trigger; it may still give or receive when others trigger.
 SWING_FACTOR = 4
-
-
-def even_spread(load: LoadData, v: View) -> Callable[[str, str], bool]:
-    """Whether placement's even-distribution filter lets a bundle go to a broker: only brokers holding
-    the fewest bundles of its namespace survive it. A bundle bound to a broker it removes was placed
-    by the reported utilisation instead (a 2x broker 10% under the target was sent nothing for 20
-    minutes while its bound bundles went elsewhere or stayed, heterogeneous #95)."""
-    counts: dict[str, dict[str, int]] = {}
-    for b in v.util:
-        data = load.broker_data[b]
-        for names in (data.local_data.last_stats, data.preallocated_bundle_data):
-            for bundle in names:
-                per = counts.setdefault(namespace_of(bundle), {})
-                per[b] = per.get(b, 0) + 1
-    least: dict[str, int] = {}
-
-    def allowed(bundle: str, broker: str) -> bool:
-        ns = namespace_of(bundle)
-        per = counts.get(ns, {})
-        if ns not in least:
-            least[ns] = 0 if len(per) < len(v.util) else min(per.values())
-        return per.get(broker, 0) == least[ns]
-
-    return allowed
 
 
 def _count(counters: dict[str, int], broker: str, side: int) -> int:

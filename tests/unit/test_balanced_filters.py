@@ -18,10 +18,10 @@ from balancer.models import (
     ResourceUsage,
     TimeAverageMessageData,
 )
-from balancer.shedding.balanced import BalancedShedder, even_spread
+from balancer.shedding.balanced import BalancedShedder
 from balancer.shedding.capacity import View, hardware_classes
 from balancer.shedding.selection import ResultBuilder
-from balancer.shedding.water_fill import water_fill
+from balancer.shedding.water_fill import even_spread, water_fill
 
 CONFIG = LoadBalancerConfig()
 
