@@ -35,8 +35,17 @@ def register(sub: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    # Ctrl-C and SIGTERM stop the server; the handlers they replace come back when it has stopped
+    # (the command also runs in-process, where they were a test runner's for the rest of its session).
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _serve(args, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
     if args.ensemble is not None:
         return _run_ensemble(args, stop)
     from pydantic import ValidationError

@@ -64,12 +64,24 @@ def _start_demo(tmp: Path) -> subprocess.Popen[str]:
 def _stacks_then_fail(proc: subprocess.Popen[str], seen: str) -> None:
     """The demo did not stop: ask it for every thread's stack (``loadmgr`` dumps them on SIGUSR1) so
     the failure says where it hangs, then fail with them."""
+    sigs = _signal_state(proc.pid)
     os.kill(proc.pid, signal.SIGUSR1)
     try:
         more, _ = proc.communicate(timeout=3)
     except subprocess.TimeoutExpired as e:
         more = e.output if isinstance(e.output, str) else (e.output or b"").decode(errors="replace")
-    pytest.fail(f"no exit within 30 s of SIGINT; output, then its threads:\n{(seen + more)[-12000:]}")
+    tail = (seen + more)[-12000:]
+    pytest.fail(f"no exit within 30 s of SIGINT ({sigs}); output, then its threads:\n{tail}")
+
+
+def _signal_state(pid: int) -> str:
+    """The process's blocked, ignored and caught signal masks (a SIGINT it inherited ignored or
+    blocked would explain a demo that never sees Ctrl-C)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as e:
+        return f"no status: {e}"
+    return " ".join(x.replace("\t", "") for x in lines if x.startswith(("SigBlk", "SigIgn", "SigCgt")))
 
 
 def _wait_for_line(proc: subprocess.Popen[str], needle: str, timeout_s: float) -> str:
@@ -180,9 +192,10 @@ def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: P
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
+            sigs = _signal_state(proc.pid)
             os.kill(proc.pid, signal.SIGUSR1)
             stacks = _read_pty_until(master, b"\x00never", 3).decode(errors="replace")
-            pytest.fail(f"no exit within 30 s of SIGINT; its threads:\n{stacks[-12000:]}")
+            pytest.fail(f"no exit within 30 s of SIGINT ({sigs}); its threads:\n{stacks[-12000:]}")
         took = time.monotonic() - sent
         rest = _read_pty_until(master, b"ZooKeeper are down", 5)
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
@@ -57,8 +58,11 @@ def test_bad_config_value_is_a_clear_error(
 def test_zookeeper_heap_is_checked_before_java_starts(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     assert main(["zookeeper", "--heap-mb", "10"]) == 2
     assert "--heap-mb must be at least 64 (MiB), got 10" in capsys.readouterr().out
+    # Run in-process, it gives the runner's Ctrl-C and SIGTERM back.
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
     monkeypatch.setenv("LOADMGR_ZK_HEAP_MB", "lots")
     assert main(["zookeeper"]) == 2
     assert "LOADMGR_ZK_HEAP_MB='lots'" in capsys.readouterr().out
