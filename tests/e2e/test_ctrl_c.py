@@ -36,6 +36,15 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
+def _as_a_foreground_job() -> None:
+    """Ctrl-C as a terminal's foreground job gets it: an interactive shell gives the job SIGINT's
+    default action. A test run started in the background by a script (`nohup make test &`) has SIGINT
+    ignored, and an ignored signal stays ignored across exec: the demo then never saw the Ctrl-C (its
+    masks showed SIGINT ignored; it stopped only where another test in the same worker had, by
+    accident, replaced the ignored disposition with a handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_demo(tmp: Path) -> subprocess.Popen[str]:
     # Its own session makes the demo the leader of a process group, as a shell's foreground job is.
     return subprocess.Popen(
@@ -58,6 +67,7 @@ def _start_demo(tmp: Path) -> subprocess.Popen[str]:
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
         start_new_session=True,
+        preexec_fn=_as_a_foreground_job,
     )
 
 
@@ -180,6 +190,7 @@ def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: P
         stderr=slave,
         env={**os.environ, "TMPDIR": str(tmp), "COLUMNS": "120", "LINES": "40", "TERM": "xterm"},
         start_new_session=True,
+        preexec_fn=_as_a_foreground_job,
     )
     os.close(slave)
     try:
