@@ -182,9 +182,9 @@ def zk_client(zk_client_factory: ZkClientFactory) -> KazooClient:
 # its Hypothesis tests run before any kazoo client thread draws from the global `random`), then the
 # longest modules, longest first (from `scripts/run-tests.sh --durations=30`). Under `make test`
 # (`--dist loadfile`) pytest-xdist >= 3.6 hands modules out by number of tests, most first, and this
-# order only breaks ties; `--no-loadscope-reorder` would keep it, but one run of the suite that way
-# had the three Ctrl-C tests time out (not reproduced since; they now print the demo's thread stacks
-# if they do), so the default stands.
+# order only breaks ties; `--no-loadscope-reorder` would keep it. (Runs that way once had the Ctrl-C
+# tests time out: the suite ran with SIGINT ignored and the order decided whether another test had
+# replaced that by accident; tests/e2e/test_ctrl_c.py now gives the demo SIGINT's default itself.)
 _LONGEST_FIRST = (
     "tests/integration/test_spark_standalone.py",
     "tests/integration/test_watch_view.py",
