@@ -123,6 +123,30 @@ class Cluster:
         self.services.append(svc)
         return svc
 
+    def with_a_doomed_broker(
+        self, config: LoadBalancerConfig
+    ) -> tuple[LoadManagerService, subprocess.Popen[bytes]]:
+        """Brokers b1 and b2 in-process, b3 a real agent process (to be killed), a leading service
+        s1, and every bundle owned."""
+        self.agent("b1:8080", config)
+        self.agent("b2:8080", config)
+        doomed = self.agent_process("b3:8080")
+        wait_for(lambda: "b3:8080" in self.admin.broker_ids(), 30, what="the agent process to register")
+        svc = self.service("s1:7001", config)
+        wait_for(svc.is_leader, 15, what="leadership")
+        wait_for(lambda: set(self.owners()) == self.bundles(), 20, what="every bundle owned")
+        return svc, doomed
+
+    def kill_doomed(self, doomed: subprocess.Popen[bytes]) -> None:
+        """SIGKILL b3's process and wait until its session has expired."""
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(timeout=5)
+        wait_for(
+            lambda: "b3:8080" not in self.admin.broker_ids(),
+            AGENT_SESSION_S + 10,
+            what="b3's session to expire",
+        )
+
     def owners(self) -> dict[str, str]:
         return {b: o.broker for b, o in self.admin.read_owners().items()}
 

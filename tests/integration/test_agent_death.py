@@ -3,13 +3,12 @@ again by live brokers within one shedding interval, and no bundle is ever owned 
 
 from __future__ import annotations
 
-import signal
 import time
 
 import pytest
 
 from service.broker.workload import skewed_scenario
-from tests.integration.conftest import AGENT_SESSION_S, FAST, Cluster, OwnershipChecker, fast_config, wait_for
+from tests.integration.conftest import FAST, Cluster, OwnershipChecker, fast_config, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -21,24 +20,12 @@ def test_dead_brokers_bundles_are_owned_again_within_one_interval(cluster: Clust
     cluster.scenario(skewed_scenario("public/default", 9, seed=11))
     checker = OwnershipChecker(cluster)
     checker.start()
-    cluster.agent("b1:8080", config)
-    cluster.agent("b2:8080", config)
-    doomed = cluster.agent_process("b3:8080")
-    wait_for(lambda: "b3:8080" in cluster.admin.broker_ids(), 30, what="the agent process to register")
-    svc = cluster.service("s1:7001", config)
-    wait_for(svc.is_leader, 15, what="leadership")
-    wait_for(lambda: set(cluster.owners()) == cluster.bundles(), 20, what="every bundle owned")
+    svc, doomed = cluster.with_a_doomed_broker(config)
     # Even distribution puts three bundles on each broker, the process included.
     wait_for(lambda: "b3:8080" in cluster.owners().values(), 10, what="b3 to own bundles")
     lost = {b for b, o in cluster.owners().items() if o == "b3:8080"}
 
-    doomed.send_signal(signal.SIGKILL)
-    doomed.wait(timeout=5)
-    wait_for(
-        lambda: "b3:8080" not in cluster.admin.broker_ids(),
-        AGENT_SESSION_S + 10,
-        what="b3's session to expire",
-    )
+    cluster.kill_doomed(doomed)
     expired = time.monotonic()
     wait_for(
         lambda: set(cluster.owners()) == cluster.bundles(),

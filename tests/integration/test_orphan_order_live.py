@@ -4,13 +4,12 @@ of even distribution is forced onto a broker that is already full."""
 
 from __future__ import annotations
 
-import signal
 import time
 
 import pytest
 
 from service.broker.workload import skewed_scenario
-from tests.integration.conftest import AGENT_SESSION_S, FAST, Cluster, fast_config, wait_for
+from tests.integration.conftest import FAST, Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -22,24 +21,15 @@ def test_a_dead_brokers_bundles_are_placed_largest_first(cluster: Cluster) -> No
     config = fast_config(loadBalancerLoadSheddingStrategy=both, loadBalancerLoadPlacementStrategy=both)
     scenario = skewed_scenario("public/default", 12, seed=5, spread=0.9)
     cluster.scenario(scenario)
-    cluster.agent("b1:8080", config)
-    cluster.agent("b2:8080", config)
-    doomed = cluster.agent_process("b3:8080")
-    wait_for(lambda: "b3:8080" in cluster.admin.broker_ids(), 30, what="the agent process to register")
-    svc = cluster.service("s1:7001", config)
-    wait_for(svc.is_leader, 15, what="leadership")
-    wait_for(lambda: set(cluster.owners()) == cluster.bundles(), 20, what="every bundle owned")
+    svc, doomed = cluster.with_a_doomed_broker(config)
     wait_for(
         lambda: sum(o == "b3:8080" for o in cluster.owners().values()) >= 3, 20, what="b3 to own 3 bundles"
     )
-    lost = {b for b, o in cluster.owners().items() if o == "b3:8080"}
     time.sleep(2 * INTERVAL_S)  # two bundle-data writes: the leader knows every bundle's long-term traffic
     lost = {b for b, o in cluster.owners().items() if o == "b3:8080"}
     assert len(lost) >= 3, lost
 
-    doomed.send_signal(signal.SIGKILL)
-    doomed.wait(timeout=5)
-    wait_for(lambda: "b3:8080" not in cluster.admin.broker_ids(), AGENT_SESSION_S + 10, what="b3's expiry")
+    cluster.kill_doomed(doomed)
     wait_for(lambda: set(cluster.owners()) == cluster.bundles(), INTERVAL_S + 5, what="b3's bundles re-owned")
 
     orphans = [d for d in svc.decisions(kind="placement") if d.explanation["reason"] == "orphan_assigned"]
