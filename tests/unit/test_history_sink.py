@@ -158,18 +158,24 @@ def test_stale_cycle_is_skipped(tmp_path: Path) -> None:
     assert len(_read(tmp_path, "bundles")) == 2
 
 
-def test_full_queue_drops_and_counts_without_blocking(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _stalled_sink(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[HistorySink, threading.Event]:
+    """A sink with room for two queued cycles whose writes wait (up to 30 s) until the event is set."""
     gate = threading.Event()
     sink = HistorySink(str(tmp_path), max_queue=2, max_cycles_per_file=1)
     real = sink._write_file
 
-    def slow(*args: Any) -> None:
-        gate.wait(10)
+    def stalled(*args: Any) -> None:
+        gate.wait(30)
         real(*args)
 
-    monkeypatch.setattr(sink, "_write_file", slow)
+    monkeypatch.setattr(sink, "_write_file", stalled)
+    return sink, gate
+
+
+def test_full_queue_drops_and_counts_without_blocking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink, gate = _stalled_sink(tmp_path, monkeypatch)
     started = time.monotonic()
     for i in range(20):
         sink.append_cycle(T0 + i * 1000, _load(), OWNERS)
@@ -249,15 +255,7 @@ def test_close_is_bounded_when_the_writer_is_stalled_and_the_queue_full(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A filesystem that stops answering must not hold up the process's exit (Ctrl-C, SIGTERM).
-    gate = threading.Event()
-    sink = HistorySink(str(tmp_path), max_queue=2, max_cycles_per_file=1)
-    real = sink._write_file
-
-    def stalled(*args: Any) -> None:
-        gate.wait(30)
-        real(*args)
-
-    monkeypatch.setattr(sink, "_write_file", stalled)
+    sink, gate = _stalled_sink(tmp_path, monkeypatch)
     sink.append_cycle(T0, _load(), OWNERS)
     deadline = time.monotonic() + 5
     while not sink._queue.empty() and time.monotonic() < deadline:
