@@ -27,6 +27,7 @@ owner when the owner lists it. Cycles whose time does not advance are skipped, w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -221,24 +222,17 @@ class HistorySink:
             if self._closed:
                 return
             self._closed = True
-        deadline = time.monotonic() + timeout
-        try:
-            self._queue.put(_STOP, timeout=max(timeout, 0.001))
-        except queue.Full:
-            log.warning(
-                "history writer did not finish within %.0f s: %d queued cycles not written",
-                timeout,
-                self._queue.qsize(),
-            )
-            return
-        self._thread.join(max(deadline - time.monotonic(), 0.0))
+        # The marker wakes an idle writer at once; with the queue full, the writer ends once drained.
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(_STOP)
+        self._thread.join(timeout)
         if self._thread.is_alive():
             log.warning("history writer did not finish within %.0f s", timeout)
 
     # ---- writer thread -----------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            # Closed while the queue was full, no stop marker went in: drain what is queued, then end.
+            # Closed while the queue was full (no stop marker went in): drain what is queued, then end.
             if self._closed and self._queue.empty():
                 return
             try:
