@@ -29,7 +29,7 @@ from balancer.placement.base import PlacementChoice, planned_or_none_left
 from balancer.shedding.base import SheddingResult
 from balancer.shedding.capacity import BYTES_PER_UNIT, View, build_view
 from balancer.shedding.selection import ResultBuilder
-from balancer.shedding.water_fill import even_spread, water_fill
+from balancer.shedding.water_fill import even_spread, reach_of, water_fill
 
 # Slow drift: a broker sitting at the edge of the band flips in and out of it with the noise, which
 # resets its hit counter for ever (heterogeneous seed 2 stayed at msg-rate max/min 1.53, steady_noise
@@ -262,7 +262,8 @@ class BalancedShedder:
         others = [b for b in (*over, *under, *in_band) if b not in taking_part]
         sides = (triggered_over, triggered_under)
         triggered = {b for b in taking_part if out.brokers[b].reason == "triggered"}
-        left = water_fill(load, v, sources, dests, tol, out, allowed, others, sides, (triggered, band))
+        reach = reach_of(v, tol)
+        left = water_fill(load, v, sources, dests, tol, out, allowed, others, sides, (triggered, band), reach)
         for b in list(out.unloads) + list(set(out.destinations.values())):
             self.touched[b] = self.calls
             self.misjudged.add(b)
@@ -281,7 +282,9 @@ class BalancedShedder:
         }
         self.plan_gaps = {b: left.get(b, v.traffic[b] / v.capacity[b] - v.traffic_target) for b in v.util}
         self.plan_tol = tol
-        return out.build(target=v.target, band=band, sources=len(sources), destinations=len(dests))
+        return out.build(
+            target=v.target, band=band, reach=reach, sources=len(sources), destinations=len(dests)
+        )
 
     # ---- placement ---------------------------------------------------------------------------
     def select_broker(

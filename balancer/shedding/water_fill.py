@@ -23,6 +23,18 @@ USED_SLACK = 8
 # The widest max/min (traffic-implied) the fill's stopping envelope may span; below the 1.25 the
 # claims call balanced, for the traffic noise the final judgement sees.
 ENVELOPE_RATIO = 1.15
+# Where every broker is of one hardware class, destinations may be filled up to the top of that
+# envelope centred on the target, T * (1 + r) with (1 + r) / (1 - r) = ENVELOPE_RATIO, instead of one
+# tolerance above it: traffic-implied levels there are plain traffic ratios, with no capacity estimate
+# between them, so a plan that ends inside the envelope ends inside it by load. A source's big bundles
+# then fit somewhere and fewer of them move (generated hot_bundles: more unloads than AvgShedder at
+# equal balance 16 -> 10 of 100). Across hardware classes the estimates' error adds to the envelope, so
+# the fill keeps to the tolerance there (heterogeneous clusters must end within 1.25).
+ONE_CLASS_REACH = (ENVELOPE_RATIO - 1) / (ENVELOPE_RATIO + 1)
+# With that reach, a move between brokers nearer than this many tolerances (about the 2-point uphill
+# margin at the default band) is within one interval's noise of going uphill (skewed_sizes #22: a
+# destination filled to within a point of its source, 4 points above it by the next interval's load).
+MIN_GRADIENT_TOLS = 2
 
 
 def water_fill(
@@ -36,11 +48,12 @@ def water_fill(
     others: list[str] | None = None,
     sides: tuple[bool, bool] = (True, True),
     quiet_pairs: tuple[set[str], float] | None = None,
+    reach: float | None = None,
 ) -> dict[str, float]:
     """Largest excess first: move the source's biggest bundle that neither takes it below
-    target - tol nor lifts the least utilised destination above target + tol, until every
-    broker is within target +- tol. Returns each source's and destination's projected gap to
-    the target after the moves.
+    target - tol nor lifts the least utilised destination above target + reach (``reach``: the
+    tolerance unless given, see :func:`reach_of`), until every broker is within those bounds.
+    Returns each source's and destination's projected gap to the target after the moves.
 
     ``allowed(bundle, destination)`` says whether placement's filters will let the bundle go there
     (a bundle bound to a destination they remove is placed by another rule, or not moved); a
@@ -61,7 +74,9 @@ def water_fill(
     proj = {b: v.traffic[b] / capacity[b] for b in v.util}
     used = dict(v.util)
     target = v.traffic_target
-    floor, ceiling = target - tol, target + tol
+    reach = tol if reach is None else max(tol, reach)
+    floor, ceiling = target - tol, target + reach
+    min_gradient = MIN_GRADIENT_TOLS * tol if reach > tol else 0.0
     src_stop, dst_stop = envelope([proj[b] for b in others or ()], floor, ceiling)
     src_heap = [(-proj[s], s) for s in sources]
     dst_heap = [(proj[d], d) for d in dests]
@@ -103,7 +118,8 @@ def water_fill(
         walk = allowed is not None or quiet_pairs is not None
         for d in _in_order(lowest, dst_heap, proj, ceiling) if walk else (lowest,):
             p_d = proj[d]
-            if quiet_pairs is not None and p_s - p_d < quiet_pairs[1] and not quiet_pairs[0] & {s, d}:
+            quiet = quiet_pairs is not None and p_s - p_d < quiet_pairs[1] and not quiet_pairs[0] & {s, d}
+            if quiet or p_s - p_d < min_gradient:
                 i = -1
                 continue
             k_d = 1 / capacity[d]
@@ -153,6 +169,12 @@ def water_fill(
         )
         destinations[bundle] = d
     return {b: proj[b] - target for b in (*sources, *dests)}
+
+
+def reach_of(v: View, tol: float) -> float:
+    """How far above the target the fill may take a destination: the envelope's top (ONE_CLASS_REACH)
+    where every broker is of one hardware class, else the tolerance."""
+    return max(tol, ONE_CLASS_REACH * v.traffic_target) if len(set(v.capacity.values())) == 1 else tol
 
 
 def even_spread(load: LoadData, v: View) -> Callable[[str, str], bool]:

@@ -168,7 +168,7 @@ def _by(rows: list[dict[str, Any]], strategy: str) -> dict[tuple[str, int], dict
     return {(r["family"], r["instance"]): r for r in rows if r["strategy"] == strategy}
 
 
-def _no_more_unloads_at_balance(o: dict[str, Any], b: dict[str, Any]) -> bool:
+def no_more_unloads_at_balance(o: dict[str, Any], b: dict[str, Any]) -> bool:
     """The owner's rule: where ours ends better balanced it may take more unloads, as long as it is no
     further above the fewest its balance needs than the baseline is above the fewest for its own."""
     if o["unloads"] <= b["unloads"]:
@@ -184,7 +184,7 @@ def _misses(both: list[tuple[dict[str, Any], dict[str, Any]]]) -> str:
     for o, b in both:
         if o["balance"] > b["balance"] * (1 + TOLERANCE):
             worse.setdefault(o["family"], [0, 0])[0] += 1
-        elif not _no_more_unloads_at_balance(o, b):
+        elif not no_more_unloads_at_balance(o, b):
             worse.setdefault(o["family"], [0, 0])[1] += 1
     ranked = sorted(worse.items(), key=lambda kv: (-sum(kv[1]), kv[0]))
     return ", ".join(f"{f} {a + u} ({a} less balanced, {u} more unloads)" for f, (a, u) in ranked) or "none"
@@ -200,7 +200,7 @@ def _vs_base(
         for k, o in sorted(ours.items())
         if k in base and o[key] <= BALANCED_RATIO and base[k][key] <= BALANCED_RATIO
     ]
-    good = sum(1 for o, b in both if o[key] <= b[key] * (1 + TOLERANCE) and _no_more_unloads_at_balance(o, b))
+    good = sum(1 for o, b in both if o[key] <= b[key] * (1 + TOLERANCE) and no_more_unloads_at_balance(o, b))
     return good, len(both)
 
 
@@ -311,7 +311,7 @@ def claims(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
     if both:
         better = [(o, b) for o, b in both if o["balance"] <= b["balance"] * (1 + TOLERANCE)]
         literal = sum(1 for o, b in better if o["unloads"] <= b["unloads"])
-        good = sum(1 for o, b in better if _no_more_unloads_at_balance(o, b))
+        good = sum(1 for o, b in better if no_more_unloads_at_balance(o, b))
         out.append(
             (
                 good >= SHARE_VS_BASE * len(both),

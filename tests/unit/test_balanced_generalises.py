@@ -9,7 +9,7 @@ from balancer.placement.base import OrdersBatch, batch_order
 from balancer.shedding.capacity import View
 from balancer.sim.engine import PAIRS, Simulation, simulate
 from balancer.sim.families import instance
-from balancer.sim.family_claims import run_row
+from balancer.sim.family_claims import no_more_unloads_at_balance, run_row
 from balancer.sim.metrics import quality
 from balancer.sim.scenarios import parse_scenario
 
@@ -86,11 +86,23 @@ def test_only_a_strategy_that_orders_batches_reorders_them() -> None:
 def test_no_uphill_move_where_a_lagging_drift_or_one_noisy_report_made_them() -> None:
     # waves_opposite #78: the smoothed gap lags the wave, so the drift count fired every broker at once
     # while the reports already stood the other way round (2 moves 4 points uphill). skewed_sizes #22:
-    # two in-band brokers 6 points apart by traffic swapped places within the interval (5.5 uphill).
+    # two in-band brokers 6 points apart by traffic swapped places within the interval (5.5 uphill);
+    # with one hardware class's reach, a destination filled to within a point of its source (4 uphill)
+    # until moves nearer than two tolerances were dropped.
     for family, i in (("waves_opposite", 78), ("skewed_sizes", 22)):
         q = quality(simulate(instance(family, i), OURS, i))
         assert q.unloads > 0, (family, i)
         assert q.uphill_beyond_margin == 0, (family, i)
+
+
+def test_a_hot_bundle_goes_whole_where_one_hardware_class_leaves_room_for_it() -> None:
+    # hot_bundles #22 and #30: filling destinations only to the target's tolerance, no broker had room
+    # for the source's big bundles, and ours moved 7 and 5 small ones where AvgShedder's 2 balanced.
+    for i in (22, 30):
+        ours = run_row("hot_bundles", i, simulate(instance("hot_bundles", i), OURS, i))
+        avg = run_row("hot_bundles", i, simulate(instance("hot_bundles", i), AVG, i))
+        assert ours["balance"] <= min(avg["balance"] * 1.01, 1.25), (i, ours["balance"], avg["balance"])
+        assert no_more_unloads_at_balance(ours, avg), (i, ours["unloads"], avg["unloads"])
 
 
 def test_a_dead_brokers_bundles_go_by_traffic_not_by_one_reports_cpu_noise() -> None:

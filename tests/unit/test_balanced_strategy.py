@@ -22,7 +22,7 @@ from balancer.shedding.base import SheddingResult
 from balancer.shedding.capacity import View
 from balancer.shedding.registry import create_shedder
 from balancer.shedding.selection import ResultBuilder
-from balancer.shedding.water_fill import water_fill
+from balancer.shedding.water_fill import reach_of, water_fill
 
 CONFIG = LoadBalancerConfig()
 
@@ -191,6 +191,7 @@ def _fill(
     tol: float = 1.0,
     others: tuple[str, ...] = (),
     sides: tuple[bool, bool] = (True, True),
+    reach: float | None = None,
 ) -> tuple[list[str], dict[str, float]]:
     """Water-filling alone on a hand-made view: broker -> (traffic, bundle weights), capacity 1, so
     projected utilisation = traffic and the target is the mean. Returns the moved bundles in order
@@ -210,7 +211,7 @@ def _fill(
     out = ResultBuilder("BalancedShedder")
     sources = [b for b, t in traffic.items() if t > target + tol and b not in others]
     dests = [b for b, t in traffic.items() if t < target - tol and b not in others]
-    water_fill(load, view, sources, dests, tol, out, None, list(others), sides)
+    water_fill(load, view, sources, dests, tol, out, None, list(others), sides, reach=reach)
     after = {d.numbers["destination"]: d.numbers["destinationProjected"] for d in out.decisions}
     return [d.subject or "" for d in out.decisions], after
 
@@ -250,6 +251,34 @@ def test_a_triggered_source_comes_down_only_to_the_highest_broker_taking_no_part
     assert len(_fill(brokers, others=("x",), sides=(True, False))[0]) == 5
     # Without anyone left out the fill goes on to the target's tolerance.
     assert len(_fill(brokers)[0]) == 7
+
+
+def test_with_a_reach_a_big_bundle_goes_whole_instead_of_many_small_ones() -> None:
+    # Target 100; a is 18 over with one 12 and ten 2s, b, c and d 6 under. Within the tolerance no
+    # destination has room for the 12, so nine 2s move; with a reach of 7 the 12 goes to b (106) and
+    # three 2s finish: four moves, every destination at most 7 above the target.
+    brokers = {
+        "a": (118.0, [12.0] + [2.0] * 10 + [84.0]),
+        "b": (94.0, [94.0]),
+        "c": (94.0, [94.0]),
+        "d": (94.0, [94.0]),
+    }
+    tight, _ = _fill(brokers)
+    moved, after = _fill(brokers, reach=7.0)
+    assert len(tight) == 9
+    assert moved[0] == "t/a/0x00000000_0x00000001" and len(moved) == 4
+    assert max(after.values()) <= 107.0
+
+
+def test_the_reach_is_the_envelopes_top_only_within_one_hardware_class() -> None:
+    def view(capacity: dict[str, float]) -> View:
+        traffic = {"a": 500.0, "b": 300.0}
+        return View(dict.fromkeys(traffic, 40.0), traffic, capacity, 40.0, 40.0, 1.0, 1.0)
+
+    assert reach_of(view({"a": 10.0, "b": 10.0}), 0.94) == pytest.approx(40.0 * 0.15 / 2.15)
+    assert reach_of(view({"a": 10.0, "b": 5.0}), 0.94) == 0.94
+    # Never inside the tolerance, however low the target.
+    assert reach_of(View({"a": 5.0}, {"a": 1.0}, {"a": 1.0}, 1.0, 1.0, 1.0, 1.0), 0.94) == 0.94
 
 
 def test_the_envelope_is_capped_at_the_balanced_ratio() -> None:
