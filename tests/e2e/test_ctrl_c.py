@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 pytestmark = pytest.mark.e2e
@@ -61,6 +62,9 @@ def _start_demo(tmp: Path) -> subprocess.Popen[str]:
             "6",
             "--shed-interval",
             "1",
+            # Its own history, not the checkout's ./var/history that every demo shares by default.
+            "--history",
+            str(tmp.parent / "history"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -140,6 +144,11 @@ def test_sigint_to_the_process_group_stops_the_demo_promptly_and_cleanly(tmp_pat
     assert "ZooKeeper are down" in out
     if when == "balanced":
         assert "REST API at http://127.0.0.1:" in out and "cpu%" in out and "shedding:" in out, out[-3000:]
+        # It recorded into its own history, and Ctrl-C left every file of it whole (readable).
+        history = tmp.parent / "history"
+        assert list((history / "cycles").rglob("*.parquet")), out[-3000:]
+        for part in history.rglob("*.parquet"):
+            assert pq.read_table(part).num_rows > 0, part
     # The JVM may take a moment to exit after its parent did (it dies by the parent-death signal).
     deadline = time.monotonic() + 2
     while _processes_mentioning(str(tmp)) and time.monotonic() < deadline:
@@ -184,6 +193,9 @@ def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: P
             "6",
             "--shed-interval",
             "1",
+            # Its own history, not the checkout's ./var/history that every demo shares by default.
+            "--history",
+            str(tmp.parent / "history"),
         ],
         stdin=slave,
         stdout=slave,
