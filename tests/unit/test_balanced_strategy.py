@@ -144,6 +144,25 @@ def test_a_broker_within_the_drift_edge_never_triggers() -> None:
         assert r.brokers["a"].numbers["drift"] == 0
 
 
+def test_a_destination_the_fill_leaves_beyond_the_drift_edge_keeps_counting() -> None:
+    # Target 50: a (57.8) triggers after HitCountLow calls; three brokers at 54.7 taking no part set
+    # where it stops, so it sheds about 3 points over four brokers 5.5 under, each of which is still
+    # more than the drift edge (3.75) under afterwards: they go on counting instead of starting again.
+    spec = {"a": 57.8, **{f"o{i}": 54.73 for i in range(3)}, **{f"d{i}": 44.5 for i in range(4)}}
+    load = cluster({n: (u, [u / 4] * 100) for n, u in spec.items()})
+    s = BalancedShedder()
+    for _ in range(CONFIG.loadBalancerAvgShedderHitCountLowThreshold):
+        r = s.find_bundles_for_unloading(load, CONFIG)
+    assert set(r.unloads) == {"a"}
+    filled = set(r.destinations.values())
+    assert filled and all(d.startswith("d") for d in filled)
+    counted = {d: r.brokers[d].numbers["drift"] for d in filled}
+    assert all(n < -1 for n in counted.values())
+    assert s.find_bundles_for_unloading(load, CONFIG).brokers[next(iter(filled))].reason == "settling"
+    r = s.find_bundles_for_unloading(load, CONFIG)
+    assert {d: r.brokers[d].numbers["drift"] for d in filled} == {d: n - 1 for d, n in counted.items()}
+
+
 def test_placement_prefers_least_projected_utilisation_and_counts_what_it_placed() -> None:
     s = BalancedShedder()
     load = cluster({"a": (50.0, [1000.0] * 20), "b": (40.0, [800.0] * 20), "c": (45.0, [900.0] * 20)})
