@@ -120,6 +120,18 @@ def test_estimates_of_one_hardware_class_are_snapped_together() -> None:
     assert out["x"] == 9000.0
 
 
+def test_a_median_between_two_classes_does_not_merge_them() -> None:
+    # heterogeneous #31: three 2x, five 3x and two 0.5x brokers. The median (3,550) falls between the
+    # 2x and 3x classes, with one broker of each within 15% of it: snapped there, they became one
+    # class (and flipped in and out of it as their estimates moved).
+    est = {"h0": 700.0, "h1": 710.0, "t0": 2900.0, "t1": 3000.0, "t2": 3100.0}
+    est |= {f"u{i}": c for i, c in enumerate((4000.0, 4100.0, 4300.0, 4400.0, 4500.0))}
+    out = hardware_classes(est, 3550.0)
+    assert len({out[b] for b in ("t0", "t1", "t2")}) == 1
+    assert len({out[f"u{i}"] for i in range(5)}) == 1
+    assert out["t2"] < 3200.0 < 3900.0 < out["u0"]
+
+
 def test_slow_drift_counts_traffic_not_noisy_usage() -> None:
     # d carries 8% less traffic than the others call after call, but its CPU noise puts it 4 points
     # above or below the target in turn: smoothed, its usage gap is ~0 and never drifted; its
