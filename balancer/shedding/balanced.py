@@ -170,7 +170,7 @@ class BalancedShedder:
         triggered_over = triggered_under = False
         for b, u in v.util.items():
             gap = u - v.target
-            implied_gap = v.traffic[b] / v.capacity[b] - v.traffic_target
+            implied_gap = v.implied(b) - v.traffic_target
             if self.touched.get(b, -10) >= self.calls - 1:
                 out.broker(
                     b,
@@ -287,7 +287,7 @@ class BalancedShedder:
         self.plan_moves = {
             d.subject: (d.numbers["broker"], d.numbers["weight"]) for d in out.decisions if d.subject
         }
-        self.plan_gaps = {b: left.get(b, v.traffic[b] / v.capacity[b] - v.traffic_target) for b in v.util}
+        self.plan_gaps = {b: left.get(b, v.implied(b) - v.traffic_target) for b in v.util}
         self.plan_tol = tol
         return out.build(
             target=v.target, band=band, reach=reach, sources=len(sources), destinations=len(dests)

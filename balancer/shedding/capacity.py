@@ -37,9 +37,9 @@ def same_class(c: float, median: float) -> float:
 def hardware_classes(est: dict[str, float], median: float) -> dict[str, float]:
     """Snap each estimate to its hardware class: within 15% of the median to the median (unless
     the median falls between two classes), and the others, in ascending order, to the median of a
-    run spanning at most 30%. A big broker's own
-    estimate carries its CPU noise (+-10% under 3 points of noise at 30% utilisation): balancing
-    on it left a 2x broker 13% below its class's msg rate for 30 minutes (heterogeneous #97)."""
+    run spanning at most 30%. A big broker's own estimate carries its CPU noise (+-10% under 3
+    points of noise at 30% utilisation): balancing on it left a 2x broker 13% below its class's msg
+    rate for 30 minutes (heterogeneous #97)."""
     near = sorted(c for c in est.values() if same_class(c, median) == median)
     if all(hi <= lo * (1 + SAME_HARDWARE) for lo, hi in pairwise(near)):
         out = {b: same_class(c, median) for b, c in est.items()}
@@ -79,9 +79,13 @@ class View:
     def weight(self, rate: float, tp: float) -> float:
         return rate / self.rate_unit + tp / self.tp_unit
 
+    def implied(self, broker: str) -> float:
+        """The utilisation the broker's traffic implies by its capacity (no CPU noise in it)."""
+        return self.traffic[broker] / self.capacity[broker]
+
     def spread(self) -> float:
         """Max/min of the utilisation the brokers' traffic implies (infinite with an idle broker)."""
-        levels = [self.traffic[b] / self.capacity[b] for b in self.util if self.capacity.get(b)]
+        levels = [self.implied(b) for b in self.util if self.capacity.get(b)]
         return max(levels) / min(levels) if levels and min(levels) > 0 else float("inf")
 
     def level(self, broker: str, slack: float) -> float:
@@ -91,7 +95,7 @@ class View:
         u = self.util.get(broker, 0.0)
         if broker not in self.traffic or broker not in self.capacity:
             return u
-        return max(self.traffic[broker] / self.capacity[broker], u - slack)
+        return max(self.implied(broker), u - slack)
 
 
 def build_view(

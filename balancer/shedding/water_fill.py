@@ -52,7 +52,8 @@ def water_fill(
 ) -> dict[str, float]:
     """Largest excess first: move the source's biggest bundle that neither takes it below
     target - tol nor lifts the least utilised destination above target + reach (``reach``: the
-    tolerance unless given, see :func:`reach_of`), until every broker is within those bounds.
+    tolerance unless given, at least the tolerance: see :func:`reach_of`), until every broker is
+    within those bounds.
     Returns each source's and destination's projected gap to the target after the moves.
 
     ``allowed(bundle, destination)`` says whether placement's filters will let the bundle go there
@@ -71,10 +72,10 @@ def water_fill(
         return {}
     # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
     capacity = v.capacity
-    proj = {b: v.traffic[b] / capacity[b] for b in v.util}
+    proj = {b: v.implied(b) for b in v.util}
     used = dict(v.util)
     target = v.traffic_target
-    reach = tol if reach is None else max(tol, reach)
+    reach = tol if reach is None else reach
     floor, ceiling = target - tol, target + reach
     min_gradient = MIN_GRADIENT_TOLS * tol if reach > tol else 0.0
     src_stop, dst_stop = envelope([proj[b] for b in others or ()], floor, ceiling)
