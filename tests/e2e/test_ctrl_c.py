@@ -46,26 +46,17 @@ def _as_a_foreground_job() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _demo_command(tmp: Path) -> list[str]:
+    """A small, fast-shedding demo whose history goes beside ``tmp``, not into the checkout's
+    ./var/history that every demo shares by default."""
+    small = ["--port", "0", "--brokers", "3", "--bundles", "6", "--shed-interval", "1"]
+    return [sys.executable, "-m", "service", "demo", *small, "--history", str(tmp.parent / "history")]
+
+
 def _start_demo(tmp: Path) -> subprocess.Popen[str]:
     # Its own session makes the demo the leader of a process group, as a shell's foreground job is.
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service",
-            "demo",
-            "--port",
-            "0",
-            "--brokers",
-            "3",
-            "--bundles",
-            "6",
-            "--shed-interval",
-            "1",
-            # Its own history, not the checkout's ./var/history that every demo shares by default.
-            "--history",
-            str(tmp.parent / "history"),
-        ],
+        _demo_command(tmp),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -180,23 +171,7 @@ def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: P
     tmp.mkdir()
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service",
-            "demo",
-            "--port",
-            "0",
-            "--brokers",
-            "3",
-            "--bundles",
-            "6",
-            "--shed-interval",
-            "1",
-            # Its own history, not the checkout's ./var/history that every demo shares by default.
-            "--history",
-            str(tmp.parent / "history"),
-        ],
+        _demo_command(tmp),
         stdin=slave,
         stdout=slave,
         stderr=slave,
