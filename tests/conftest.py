@@ -30,6 +30,24 @@ from service.zookeeper.launcher import EmbeddedZooKeeper, four_letter_word  # no
 
 log = logging.getLogger(__name__)
 
+
+def _private_kazoo_rng() -> None:
+    """kazoo's connection thread draws its select timeouts' and retries' jitter from the global
+    ``random`` module on every packet; when a watch fires while Hypothesis generates an example
+    (the fuzz and schemathesis tests), Hypothesis sees the global state change and warns that a
+    strategy used ``random``. A private generator per module keeps kazoo's jitter (the same
+    distribution) out of the global state; nothing else about the client changes."""
+    import random
+
+    import kazoo.protocol.connection
+    import kazoo.retry
+
+    for module in (kazoo.protocol.connection, kazoo.retry):
+        module.random = random.Random()  # type: ignore[attr-defined]
+
+
+_private_kazoo_rng()
+
 ZK_IMAGE = "zookeeper:3.9"
 ZK_CLIENT_TIMEOUT_S = 15.0
 
