@@ -215,12 +215,17 @@ class BalancedShedder:
             # A swinging broker still answers the slow-drift count: sixteen minutes on one side is not a
             # swing, and it is how a broker our own move overshot (its side history then looks like a
             # swing) gets refilled.
-            fired = (abs(hits) >= need and not swinging) or drifted
-            triggered_over |= fired and gap > 0
-            triggered_under |= fired and gap < 0
-            if gap > tol:
+            by_hits = abs(hits) >= need and not swinging
+            fired = by_hits or drifted
+            # The side a broker fired on is its traffic's when only the drift count fired it: one noisy
+            # report could put it above the target while its traffic was under, and it became a source
+            # with nothing to give instead of a destination (skewed_sizes #11 ended at 1.19).
+            lean = implied_gap if drifted and not by_hits else gap
+            triggered_over |= fired and lean > 0
+            triggered_under |= fired and lean < 0
+            if lean > tol:
                 over.append(b)
-            elif gap < -tol:
+            elif lean < -tol:
                 under.append(b)
             else:
                 in_band.append(b)
