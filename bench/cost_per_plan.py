@@ -1,0 +1,97 @@
+"""Where BalancedShedder's move cost goes: each shedding cycle's plan judged on its own.
+
+    .venv/bin/python bench/cost_per_plan.py [--instances 30] [--families NAME ...] [--jobs 2]
+
+The family bench judges a whole run's moves at the traffic of the last disturbance; the oracle
+(``bench/cost_oracle.py``) compares the run with the cheapest single plan. This judges every cycle's
+moves at the traffic they were decided on (the reports of the interval before), against the least
+any plan must move there to reach the balance those moves reach: moved / least per plan, and per
+run the sum of the plans' moved over the sum of their least. A plan that levels only the brokers
+that triggered leaves the cluster's max/min to the ones that did not, and buys little of the
+balance the claim prices. Prints a table; writes nothing (figures quoted in docs/strategy.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from cost_oracle import DEFAULT_FAMILIES, Recording, judged  # noqa: E402
+
+from balancer.sim.engine import PAIRS, MoveRecord  # noqa: E402
+from balancer.sim.families import FAMILIES, instance  # noqa: E402
+from balancer.sim.family_claims import _pct, run_row  # noqa: E402
+from balancer.sim.metrics import last_disturbance  # noqa: E402
+
+
+def one(job: tuple[str, int]) -> dict[str, Any]:
+    family, i = job
+    sim = Recording(instance(family, i), PAIRS["BalancedShedder"], i)
+    r = sim.run()
+    start = last_disturbance(r)
+    by_cycle: dict[int, list[MoveRecord]] = {}
+    for m in r.moves:
+        if m.cycle >= start.cycle:
+            by_cycle.setdefault(m.cycle, []).append(m)
+    plans: list[float] = []
+    moved_sum = least_sum = 0.0
+    for k, moves in sorted(by_cycle.items()):
+        if k - 1 not in sim.seen or k not in sim.seen or k >= len(r.cycles):
+            continue
+        rates, before = sim.seen[k - 1][0], sim.seen[k][1]
+        after = dict(before)
+        for m in moves:
+            after[m.bundle] = m.destination
+        ratio = judged(r.cycles[k], rates, before, after)
+        if ratio is None:
+            continue  # the plan reached no better balance than it started from, or moved nothing
+        moved = sum(rates.get(m.bundle, 0.0) for m in moves)
+        plans.append(ratio)
+        moved_sum += moved
+        least_sum += moved / ratio
+    return {
+        "family": family,
+        "claim": run_row(family, i, r)["cost"],
+        "plans": plans,
+        "run": moved_sum / least_sum if least_sum > 0 else None,
+    }
+
+
+def _cell(vals: list[float]) -> str:
+    return f"{statistics.median(vals):.2f} / {_pct(vals, 0.95):.2f}" if vals else "—"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--instances", type=int, default=30)
+    ap.add_argument("--families", nargs="*", choices=sorted(FAMILIES), default=DEFAULT_FAMILIES)
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    jobs = [(f, i) for f in args.families for i in range(args.instances)]
+    with ProcessPoolExecutor(args.jobs) as ex:
+        rows = list(ex.map(one, jobs))
+    print(
+        "| family | runs | as the bench judges | first plan | every plan | plans per run"
+        " | run (sum of plans) |\n|---|---|---|---|---|---|---|"
+    )
+    for f in args.families:
+        mine = [x for x in rows if x["family"] == f and x["plans"]]
+        print(
+            f"| {f} | {len(mine)} | {_cell([x['claim'] for x in mine if x['claim'] is not None])}"
+            f" | {_cell([x['plans'][0] for x in mine])} | {_cell([p for x in mine for p in x['plans']])}"
+            f" | {_cell([float(len(x['plans'])) for x in mine])}"
+            f" | {_cell([x['run'] for x in mine if x['run'] is not None])} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
