@@ -12,22 +12,23 @@ consecutive cycles, fewer when the gap is large) and fixes three weaknesses the 
   after adding the bundle's long-term load, not by hash or count.
 
 The per-cycle view and capacity estimator are in :mod:`balancer.shedding.capacity`, the
-water-filling in :mod:`balancer.shedding.water_fill`; this module keeps the counters, the trigger
-rules and placement. The full rules and the reasons are in ``docs/strategy.md``.
+water-filling in :mod:`balancer.shedding.water_fill`, the placement rules in
+:mod:`balancer.shedding.balanced_placement`; this module keeps the counters and the trigger rules.
+The full rules and the reasons are in ``docs/strategy.md``.
 """
 
 from __future__ import annotations
 
 import random
-import statistics
 from collections.abc import Mapping, Sequence
 
 from balancer.config import LoadBalancerConfig
 from balancer.explain import Explanation, explain
 from balancer.models import BundleData, LoadData
 from balancer.placement.base import PlacementChoice, planned_or_none_left
+from balancer.shedding.balanced_placement import largest_first, least_projected, re_placement
 from balancer.shedding.base import SheddingResult
-from balancer.shedding.capacity import BYTES_PER_UNIT, View, build_view
+from balancer.shedding.capacity import View, build_view
 from balancer.shedding.selection import ResultBuilder
 from balancer.shedding.water_fill import even_spread, reach_of, water_fill
 
@@ -298,7 +299,7 @@ class BalancedShedder:
             target=v.target, band=band, reach=reach, sources=len(sources), destinations=len(dests)
         )
 
-    # ---- placement ---------------------------------------------------------------------------
+    # ---- placement (the rules: balancer.shedding.balanced_placement) ----------------------------
     def select_broker(
         self,
         candidates: Sequence[str],
@@ -316,26 +317,17 @@ class BalancedShedder:
             return self._replace(candidates, bundle, v)
         lt = bundle_data.long_term_data
         w = v.weight(lt.msg_rate, lt.msg_throughput)
-        prior = statistics.median(v.capacity.values()) if v.capacity else 1000.0
-        # By traffic, not the reported CPU: placing by the report sent a dead broker's bundles to
-        # whichever broker's noise was lowest (scale_in: less balanced than AvgShedder in 10 of 100
-        # instances where both balance, 0 by traffic). The fill's slack keeps other CPU counted.
         slack = config.loadBalancerAvgShedderLowThreshold / 2
-        best, best_score = candidates[0], float("inf")
-        for c in candidates:
-            cap = v.capacity.get(c, prior)
-            score = v.level(c, slack) + self.pending.get(c, 0.0) + w / cap
-            if score < best_score or (score == best_score and c < best):
-                best, best_score = c, score
+        best, score, points = least_projected(candidates, w, v, self.pending, slack)
         return self._placed(
             best,
-            w / v.capacity.get(best, prior),
+            points,
             explain(
                 "least_projected_utilisation",
                 "least utilisation (by traffic) after adding the bundle's long-term load",
                 subject=bundle,
                 broker=best,
-                projectedUtil=best_score,
+                projectedUtil=score,
                 bundleWeight=w,
                 candidates=len(candidates),
             ),
@@ -344,20 +336,7 @@ class BalancedShedder:
     def order_batch(
         self, bundles: Sequence[str], load: LoadData, stored: Mapping[str, BundleData]
     ) -> list[str]:
-        """Largest long-term weight first (ties by name). Pulsar's even-distribution filter hands a
-        namespace's unowned bundles out in rounds, one per broker, so a round's last bundle has one
-        candidate left; in arrival order a big bundle drawn late was forced onto a broker already
-        full (generated ``scale_in``: less balanced than AvgShedder in 22 of 86 instances where both
-        balance; 10 largest first, median final max/min 1.13 -> 1.09)."""
-
-        def weight(bundle: str) -> float:
-            data = load.bundle_data.get(bundle) or stored.get(bundle)
-            if data is None:
-                return 0.0
-            lt = data.long_term_data
-            return lt.msg_rate + lt.msg_throughput / BYTES_PER_UNIT
-
-        return sorted(bundles, key=lambda b: (-weight(b), b))
+        return largest_first(bundles, load, stored)
 
     def _placed(self, broker: str, points: float, why: Explanation) -> PlacementChoice:
         """Records a placement so that the next ones this cycle see it (``pending``) and the broker
@@ -367,21 +346,8 @@ class BalancedShedder:
         return PlacementChoice(broker, why)
 
     def _replace(self, candidates: Sequence[str], bundle: str, v: View) -> PlacementChoice:
-        """A shed bundle whose bound destination the filters removed (even distribution, isolation):
-        the candidate that would be least above the target after taking it, if that keeps it within
-        the tolerance and below the source; otherwise the bundle stays. Placing it by the reported
-        utilisation instead sent it to whichever broker's CPU noise was lowest, often one above the
-        target (a 0.5x broker given a bundle from its equal twin, heterogeneous #32 ended at msg-rate
-        max/min 1.43)."""
         source, w = self.plan_moves[bundle]
-        limit = min(self.plan_tol, self.plan_gaps.get(source, 0.0))
-        best, best_after = None, limit
-        for c in candidates:
-            if c == source or c not in v.capacity:
-                continue
-            after = self.plan_gaps.get(c, 0.0) + self.pending.get(c, 0.0) + w / v.capacity[c]
-            if after <= best_after:
-                best, best_after = c, after
+        best, after = re_placement(candidates, source, w, v, self.plan_gaps, self.plan_tol, self.pending)
         if best is None:
             return PlacementChoice(
                 None,
@@ -401,7 +367,7 @@ class BalancedShedder:
                 "bound destination filtered out: the candidate least above the target after the move",
                 subject=bundle,
                 broker=best,
-                projectedGap=best_after,
+                projectedGap=after,
                 bundleWeight=w,
                 candidates=len(candidates),
             ),
