@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from balancer.sim.bounds import balance_bound  # noqa: E402
 from balancer.sim.engine import PAIRS, CycleState, SimResult, Simulation  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
-from balancer.sim.family_claims import _pct, run_row  # noqa: E402
+from balancer.sim.family_claims import percentile, run_row  # noqa: E402
 from balancer.sim.metrics import last_disturbance  # noqa: E402
 from balancer.sim.model import Traffic  # noqa: E402
 
@@ -166,7 +166,7 @@ def one(family: str, i: int, aim: float, limit: float) -> dict[str, Any] | None:
 
 
 def _cell(vals: list[float]) -> str:
-    return f"{statistics.median(vals):.2f} / {_pct(vals, 0.95):.2f}" if vals else "—"
+    return f"{statistics.median(vals):.2f} / {percentile(vals, 0.95):.2f}" if vals else "—"
 
 
 def main() -> int:
@@ -198,7 +198,7 @@ def main() -> int:
         lines.append(
             f"| {family} | {len(rows)} | {_cell(col('ours'))} | {_cell(col('oracle'))}"
             f" | {_cell(col('ours_at_decision'))} | {_cell(col('oracle_at_decision'))}"
-            f" | {statistics.median(waits):.0f} / {_pct(waits, 0.95):.0f}"
+            f" | {statistics.median(waits):.0f} / {percentile(waits, 0.95):.0f}"
             f" | {sum(1 for x in rows if x['optimal'])}/{len(rows)} |"
         )
         print(lines[-1], flush=True)

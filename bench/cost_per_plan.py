@@ -28,7 +28,7 @@ from cost_oracle import DEFAULT_FAMILIES, Recording, judged  # noqa: E402
 
 from balancer.sim.engine import PAIRS, MoveRecord  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
-from balancer.sim.family_claims import _pct, run_row  # noqa: E402
+from balancer.sim.family_claims import percentile, run_row  # noqa: E402
 from balancer.sim.metrics import last_disturbance  # noqa: E402
 
 
@@ -66,7 +66,7 @@ def one(job: tuple[str, int]) -> dict[str, Any]:
 
 
 def _cell(vals: list[float]) -> str:
-    return f"{statistics.median(vals):.2f} / {_pct(vals, 0.95):.2f}" if vals else "—"
+    return f"{statistics.median(vals):.2f} / {percentile(vals, 0.95):.2f}" if vals else "—"
 
 
 def main() -> int:

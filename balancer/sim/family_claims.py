@@ -143,7 +143,7 @@ def _cost(
     )
 
 
-def _pct(values: list[float], p: float) -> float:
+def percentile(values: list[float], p: float) -> float:
     """Nearest-rank percentile (``inf`` sorts last, so a p95 of ``inf`` means > 5% never got there)."""
     v = sorted(values)
     return v[min(len(v) - 1, max(0, math.ceil(p * len(v)) - 1))]
@@ -159,7 +159,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any
         stats: dict[str, Any] = {"n": len(rs), "moved": sum(1 for r in rs if r["unloads"] > 0)}
         for m, _ in METRICS:
             vals = [float(r[m]) for r in rs if r[m] is not None]
-            stats[m] = (statistics.median(vals), _pct(vals, 0.95), len(vals)) if vals else None
+            stats[m] = (statistics.median(vals), percentile(vals, 0.95), len(vals)) if vals else None
         out[k] = stats
     return out
 
@@ -224,7 +224,7 @@ def notes(rows: list[dict[str, Any]]) -> list[str]:
             r["cost_load"] for (g, _), r in sorted(ours.items()) if g == f and r.get("cost_load") is not None
         ]
         if vals:
-            costs.append(f"{f} {_pct(vals, 0.95):.2f}")
+            costs.append(f"{f} {percentile(vals, 0.95):.2f}")
     if costs:
         out.append(f"moved / least on load (CPU points) at the 95th percentile: {', '.join(costs)}")
     het = [r for (f, _), r in ours.items() if f == "heterogeneous"]
@@ -294,7 +294,7 @@ def claims(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
     for f in fams:
         vals = [r["cost"] for r in of(f) if r["cost"] is not None]
         if vals:
-            costs.append((f, _pct(vals, 0.95), len(vals)))
+            costs.append((f, percentile(vals, 0.95), len(vals)))
     if costs:
         out.append(
             (
