@@ -165,7 +165,7 @@ def one(family: str, i: int, aim: float, limit: float) -> dict[str, Any] | None:
     return out
 
 
-def _cell(vals: list[float]) -> str:
+def median_p95(vals: list[float]) -> str:
     return f"{statistics.median(vals):.2f} / {percentile(vals, 0.95):.2f}" if vals else "—"
 
 
@@ -196,8 +196,8 @@ def main() -> int:
 
         waits = col("wait")
         lines.append(
-            f"| {family} | {len(rows)} | {_cell(col('ours'))} | {_cell(col('oracle'))}"
-            f" | {_cell(col('ours_at_decision'))} | {_cell(col('oracle_at_decision'))}"
+            f"| {family} | {len(rows)} | {median_p95(col('ours'))} | {median_p95(col('oracle'))}"
+            f" | {median_p95(col('ours_at_decision'))} | {median_p95(col('oracle_at_decision'))}"
             f" | {statistics.median(waits):.0f} / {percentile(waits, 0.95):.0f}"
             f" | {sum(1 for x in rows if x['optimal'])}/{len(rows)} |"
         )

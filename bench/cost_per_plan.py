@@ -14,7 +14,6 @@ balance the claim prices. Prints a table; writes nothing (figures quoted in docs
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -24,11 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from cost_oracle import DEFAULT_FAMILIES, Recording, judged  # noqa: E402
+from cost_oracle import DEFAULT_FAMILIES, Recording, judged, median_p95  # noqa: E402
 
 from balancer.sim.engine import PAIRS, MoveRecord  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
-from balancer.sim.family_claims import percentile, run_row  # noqa: E402
+from balancer.sim.family_claims import run_row  # noqa: E402
 from balancer.sim.metrics import last_disturbance  # noqa: E402
 
 
@@ -65,10 +64,6 @@ def one(job: tuple[str, int]) -> dict[str, Any]:
     }
 
 
-def _cell(vals: list[float]) -> str:
-    return f"{statistics.median(vals):.2f} / {percentile(vals, 0.95):.2f}" if vals else "—"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--instances", type=int, default=30)
@@ -85,10 +80,11 @@ def main() -> int:
     for f in args.families:
         mine = [x for x in rows if x["family"] == f and x["plans"]]
         print(
-            f"| {f} | {len(mine)} | {_cell([x['claim'] for x in mine if x['claim'] is not None])}"
-            f" | {_cell([x['plans'][0] for x in mine])} | {_cell([p for x in mine for p in x['plans']])}"
-            f" | {_cell([float(len(x['plans'])) for x in mine])}"
-            f" | {_cell([x['run'] for x in mine if x['run'] is not None])} |"
+            f"| {f} | {len(mine)} | {median_p95([x['claim'] for x in mine if x['claim'] is not None])}"
+            f" | {median_p95([x['plans'][0] for x in mine])}"
+            f" | {median_p95([p for x in mine for p in x['plans']])}"
+            f" | {median_p95([float(len(x['plans'])) for x in mine])}"
+            f" | {median_p95([x['run'] for x in mine if x['run'] is not None])} |"
         )
     return 0
 
