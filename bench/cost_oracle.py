@@ -1,7 +1,8 @@
 """Can any strategy meet the moved / least claim as the family bench judges it? An oracle answers.
 
     .venv/bin/pip install -e '.[oracle]'   # once: scipy (HiGHS's MILP), used by this bench only
-    .venv/bin/python bench/cost_oracle.py [--instances 40] [--families NAME ...] [--aim 1.12] [--no-write]
+    .venv/bin/python bench/cost_oracle.py [--instances 40] [--families NAME ...] [--aim 1.12]
+        [--time-limit 10] [--jobs 1] [--no-write]
 
 The family bench (``bench/quality.py``) judges moved traffic at the traffic of the last disturbance,
 against the least any strategy must move from there to reach the balance the run ends at. A strategy
@@ -25,6 +26,7 @@ import math
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +140,7 @@ def judged(
 
 
 def one(family: str, i: int, aim: float, limit: float) -> dict[str, Any] | None:
+    """One instance: ours as the bench judges it and at its decision traffic, and the oracle both ways."""
     sim = Recording(instance(family, i), PAIRS["BalancedShedder"], i)
     r: SimResult = sim.run()
     row = run_row(family, i, r)
@@ -165,6 +168,10 @@ def one(family: str, i: int, aim: float, limit: float) -> dict[str, Any] | None:
     return out
 
 
+def _one(job: tuple[str, int, float, float]) -> dict[str, Any] | None:
+    return one(*job)
+
+
 def median_p95(vals: list[float]) -> str:
     return f"{statistics.median(vals):.2f} / {percentile(vals, 0.95):.2f}" if vals else "—"
 
@@ -175,6 +182,7 @@ def main() -> int:
     ap.add_argument("--families", nargs="*", choices=sorted(FAMILIES), default=DEFAULT_FAMILIES)
     ap.add_argument("--aim", type=float, default=1.12, help="the oracle's max/min (default 1.12)")
     ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per MILP (default 10)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes (each solves one plan at a time)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
     if np is None:
@@ -186,10 +194,11 @@ def main() -> int:
         " | oracle at decision traffic | intervals waited | plans proven optimal |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    jobs = [(f, i) for f in args.families for i in range(args.instances)]
+    with ProcessPoolExecutor(args.jobs) as ex:
+        done = list(ex.map(_one, [(f, i, args.aim, args.time_limit) for f, i in jobs]))
     for family in args.families:
-        rows = [
-            x for i in range(args.instances) if (x := one(family, i, args.aim, args.time_limit)) is not None
-        ]
+        rows = [x for (f, _), x in zip(jobs, done, strict=True) if f == family and x is not None]
 
         def col(key: str, rows: list[dict[str, Any]] = rows) -> list[float]:
             return [float(x[key]) for x in rows if x[key] is not None and math.isfinite(x[key])]
@@ -208,8 +217,9 @@ def main() -> int:
             HEADING,
             "",
             "Produced by `.venv/bin/python bench/cost_oracle.py"
-            f" --instances {args.instances} --aim {args.aim}`"
-            f" in one run ({wall:.0f} s, scipy's HiGHS, {args.time_limit:.0f} s per plan): BalancedShedder's"
+            f" --instances {args.instances} --aim {args.aim}"
+            f" --time-limit {args.time_limit:g} --jobs {args.jobs}`"
+            f" in one run ({wall:.0f} s, scipy's HiGHS, {args.time_limit:g} s per plan): BalancedShedder's"
             f" runs of instances 0..{args.instances - 1} that moved, *moved / least* as median / 95th"
             " percentile. *oracle*: the assignment moving the least msg rate to max/min"
             f" {args.aim} on the traffic BalancedShedder's first moves were decided on (that interval's"
