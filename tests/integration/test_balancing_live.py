@@ -54,7 +54,9 @@ def test_skewed_load_is_shed_and_moves_show_everywhere(cluster: Cluster) -> None
     after = cluster.admin.read_brokers()
     assert after["b1:8080"].cpu.percent_usage() < hot
     assert len({o for o in cluster.owners().values()}) >= 2
-    assert set(cluster.owners()) == cluster.bundles()  # nothing left unowned
+    # Nothing is left unowned. Not a snapshot: the leader goes on shedding, and a bundle in a later
+    # move is unowned between its old owner's release and its new owner's next ownership poll.
+    wait_for(lambda: set(cluster.owners()) == cluster.bundles(), 10, what="every bundle owned")
     checker.stop()
     assert checker.samples >= 5 and not checker.violations, checker.violations
 
