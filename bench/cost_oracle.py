@@ -185,6 +185,11 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=1, help="processes (each solves one plan at a time)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
+    if args.instances < 1 or args.jobs < 1 or args.time_limit <= 0:
+        ap.error(
+            f"--instances and --jobs must be >= 1 and --time-limit > 0"
+            f" (got {args.instances}, {args.jobs}, {args.time_limit})"
+        )
     if np is None:
         print("cost_oracle: needs scipy (HiGHS MILP): .venv/bin/pip install -e '.[oracle]'", file=sys.stderr)
         return 2
