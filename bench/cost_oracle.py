@@ -139,8 +139,10 @@ def judged(
     return moved / least if least > 0 else None
 
 
-def one(family: str, i: int, aim: float, limit: float) -> dict[str, Any] | None:
-    """One instance: ours as the bench judges it and at its decision traffic, and the oracle both ways."""
+def one(job: tuple[str, int, float, float]) -> dict[str, Any] | None:
+    """One (family, instance, aim, time limit): ours as the bench judges it and at its decision
+    traffic, and the oracle both ways."""
+    family, i, aim, limit = job
     sim = Recording(instance(family, i), PAIRS["BalancedShedder"], i)
     r: SimResult = sim.run()
     row = run_row(family, i, r)
@@ -168,10 +170,6 @@ def one(family: str, i: int, aim: float, limit: float) -> dict[str, Any] | None:
     return out
 
 
-def _one(job: tuple[str, int, float, float]) -> dict[str, Any] | None:
-    return one(*job)
-
-
 def median_p95(vals: list[float]) -> str:
     return f"{statistics.median(vals):.2f} / {percentile(vals, 0.95):.2f}" if vals else "—"
 
@@ -187,7 +185,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.instances < 1 or args.jobs < 1 or args.time_limit <= 0:
         ap.error(
-            f"--instances and --jobs must be >= 1 and --time-limit > 0"
+            "--instances and --jobs must be >= 1 and --time-limit > 0"
             f" (got {args.instances}, {args.jobs}, {args.time_limit})"
         )
     if np is None:
@@ -199,11 +197,11 @@ def main() -> int:
         " | oracle at decision traffic | intervals waited | plans proven optimal |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    jobs = [(f, i) for f in args.families for i in range(args.instances)]
+    jobs = [(f, i, args.aim, args.time_limit) for f in args.families for i in range(args.instances)]
     with ProcessPoolExecutor(args.jobs) as ex:
-        done = list(ex.map(_one, [(f, i, args.aim, args.time_limit) for f, i in jobs]))
+        done = list(ex.map(one, jobs))
     for family in args.families:
-        rows = [x for (f, _), x in zip(jobs, done, strict=True) if f == family and x is not None]
+        rows = [x for job, x in zip(jobs, done, strict=True) if job[0] == family and x is not None]
 
         def col(key: str, rows: list[dict[str, Any]] = rows) -> list[float]:
             return [float(x[key]) for x in rows if x[key] is not None and math.isfinite(x[key])]
