@@ -7,9 +7,8 @@ Two implementations of one :class:`Executor` protocol:
   the children. Every write is fenced on the leader epoch, so a leader that has been replaced cannot
   write; a cycle's moves go out together (:meth:`ZkExecutor.unload_many`, fenced batches of
   :mod:`service.zookeeper.batch`). Brokers' agents act on what it wrote.
-* :class:`PulsarAdminExecutor` drives a real Pulsar cluster through its admin REST API
-  (``PUT /admin/v2/namespaces/{tenant}/{namespace}/{bundle}/unload?destinationBroker=…`` and
-  ``…/split?unload=…&splitAlgorithmName=…`` with the boundaries as a JSON list body).
+* :class:`service.pulsar.admin.PulsarAdminExecutor` drives a real Pulsar cluster through its admin
+  REST API (Pulsar mode).
 """
 
 from __future__ import annotations
@@ -173,58 +172,3 @@ class ZkExecutor:
         tx.commit()
         self._store.delete_bundle_data(bundle, fence)
         return children
-
-
-class PulsarAdminExecutor:
-    """Pulsar's admin REST API; ``base_url`` is any broker's web service URL (it redirects as needed)."""
-
-    name = "pulsar-admin"
-    remote_split = True
-
-    def __init__(
-        self,
-        base_url: str,
-        token: str | None = None,
-        timeout_s: float = 30.0,
-        client: httpx.Client | None = None,
-    ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = client or httpx.Client(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, follow_redirects=True
-        )
-
-    def close(self) -> None:
-        self._client.close()
-
-    @staticmethod
-    def bundle_path(bundle: str, action: str) -> str:
-        ns, rng = split_bundle_name(bundle)
-        parts = ns.split("/")
-        # v1 namespaces (tenant/cluster/ns) live under the unversioned resource.
-        prefix = "/admin/v2/namespaces" if len(parts) == 2 else "/admin/namespaces"
-        return f"{prefix}/{ns}/{rng.text}/{action}"
-
-    def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
-        params = {"destinationBroker": destination} if destination else {}
-        self._put(self.bundle_path(bundle, "unload"), params, None)
-
-    def split(
-        self, bundle: str, algorithm: str | None, positions: Sequence[int] | None, unload: bool = False
-    ) -> list[str]:
-        params = {"unload": "true" if unload else "false"}
-        if algorithm:
-            params["splitAlgorithmName"] = algorithm
-        body = [int(p) for p in positions] if positions else None
-        self._put(self.bundle_path(bundle, "split"), params, body)
-        return []
-
-    def _put(self, path: str, params: dict[str, str], body: list[int] | None) -> None:
-        headers = {"Content-Type": "application/json"}
-        content = b"" if body is None else json.dumps(body).encode()
-        try:
-            resp = self._client.put(path, params=params, content=content, headers=headers)
-        except httpx.HTTPError as e:
-            raise ExecutorError(f"PUT {path}: {type(e).__name__}: {e}") from None
-        if resp.status_code >= 300:
-            raise ExecutorError(f"PUT {path}: HTTP {resp.status_code}: {resp.text[:300]}", resp.status_code)
-        log.info("pulsar admin PUT %s %s -> %s", path, params, resp.status_code)

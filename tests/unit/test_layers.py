@@ -10,10 +10,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2] / "service"
 FOUNDATION = {"errors", "settings"}
 ALLOWED: dict[str, set[str]] = {
-    "commands": {"demo", "api", "leader", "broker", "longterm", "zookeeper"},
+    "commands": {"demo", "api", "leader", "broker", "longterm", "pulsar", "zookeeper"},
     "demo": {"api", "leader", "broker", "longterm", "zookeeper"},
     "api": {"leader"},
-    "leader": {"zookeeper"},
+    "leader": {"pulsar", "zookeeper"},
+    "pulsar": {"zookeeper"},
     "broker": {"zookeeper"},
     "longterm": {"zookeeper"},
     "zookeeper": set(),

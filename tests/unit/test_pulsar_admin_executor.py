@@ -15,7 +15,7 @@ import pytest
 
 from service.broker.pulsar_source import PulsarBrokerSource, sum_topics_per_bundle
 from service.errors import ExecutorError
-from service.leader.executors import PulsarAdminExecutor
+from service.pulsar.admin import PulsarAdmin, PulsarAdminExecutor
 
 
 class Recorder(ThreadingHTTPServer):
@@ -66,8 +66,12 @@ def url(srv: Recorder) -> str:
     return f"http://127.0.0.1:{srv.server_address[1]}"
 
 
+def executor(srv: Recorder, token: str | None = None) -> PulsarAdminExecutor:
+    return PulsarAdminExecutor(PulsarAdmin(url(srv), token=token))
+
+
 def test_unload_to_a_destination(server: Recorder) -> None:
-    ex = PulsarAdminExecutor(url(server), token="s3cret")
+    ex = executor(server, token="s3cret")
     ex.unload("public/default/0x00000000_0x40000000", "b1:8080", "b2:8080")
     (req,) = server.requests
     assert req["method"] == "PUT"
@@ -78,7 +82,7 @@ def test_unload_to_a_destination(server: Recorder) -> None:
 
 
 def test_unload_without_destination_lets_pulsar_place(server: Recorder) -> None:
-    PulsarAdminExecutor(url(server)).unload("t/ns/0x80000000_0xffffffff", "b1:8080", None)
+    executor(server).unload("t/ns/0x80000000_0xffffffff", "b1:8080", None)
     (req,) = server.requests
     assert req["path"] == "/admin/v2/namespaces/t/ns/0x80000000_0xffffffff/unload"
     assert req["query"] == {}
@@ -86,7 +90,7 @@ def test_unload_without_destination_lets_pulsar_place(server: Recorder) -> None:
 
 
 def test_split_with_algorithm_and_positions(server: Recorder) -> None:
-    ex = PulsarAdminExecutor(url(server))
+    ex = executor(server)
     ex.split(
         "public/default/0x00000000_0x40000000",
         "specified_positions_divide",
@@ -101,14 +105,14 @@ def test_split_with_algorithm_and_positions(server: Recorder) -> None:
 
 
 def test_split_with_the_brokers_default_algorithm(server: Recorder) -> None:
-    PulsarAdminExecutor(url(server)).split("public/default/0x00000000_0x40000000", None, None)
+    executor(server).split("public/default/0x00000000_0x40000000", None, None)
     (req,) = server.requests
     assert req["query"] == {"unload": ["false"]}
     assert req["body"] == b""
 
 
 def test_v1_namespace_uses_the_unversioned_resource(server: Recorder) -> None:
-    PulsarAdminExecutor(url(server)).unload("prop/us-west/ns/0x00000000_0xffffffff", None, None)
+    executor(server).unload("prop/us-west/ns/0x00000000_0xffffffff", None, None)
     assert server.requests[0]["path"] == "/admin/namespaces/prop/us-west/ns/0x00000000_0xffffffff/unload"
 
 
@@ -116,7 +120,7 @@ def test_refusal_is_an_executor_error_with_the_status(server: Recorder) -> None:
     server.status = 412
     server.reply = b'{"reason":"bundle not owned"}'
     with pytest.raises(ExecutorError) as e:
-        PulsarAdminExecutor(url(server)).unload("public/default/0x00000000_0x40000000", None, "b2:8080")
+        executor(server).unload("public/default/0x00000000_0x40000000", None, "b2:8080")
     assert e.value.status == 412 and "bundle not owned" in str(e.value)
 
 

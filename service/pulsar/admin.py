@@ -1,0 +1,261 @@
+"""Pulsar's admin REST API, as ``pulsar-admin`` speaks it.
+
+:class:`PulsarAdmin` is the HTTP client: one or more web service URLs (``http://b1:8080,b2:8080``,
+tried in turn when one does not answer), a bearer token (Pulsar's token authentication) and the
+TLS options Pulsar's admin client takes (trust certs, client certificate and key for mutual TLS,
+allow insecure). Brokers answer redirects (307) to the owner or the leader broker; the client
+follows them with the same method and body, as pulsar-admin does.
+
+:class:`PulsarAdminExecutor` carries out the leader's decisions through it:
+``PUT /admin/v2/namespaces/{tenant}/{ns}/{bundle}/unload?destinationBroker=<brokerId>`` and
+``PUT …/{bundle}/split?unload=<bool>&splitAlgorithmName=<name>`` with the boundaries as a JSON list.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from balancer.bundles import split_bundle_name
+from balancer.errors import ConfigError
+from service.errors import ExecutorError
+
+log = logging.getLogger(__name__)
+
+SPECIFIED = "specified_positions_divide"
+# Pulsar's supportedNamespaceBundleSplitAlgorithms (NamespaceBundleSplitAlgorithm's names).
+SPLIT_ALGORITHMS = (
+    "range_equally_divide",
+    "topic_count_equally_divide",
+    SPECIFIED,
+    "flow_or_qps_equally_divide",
+)
+
+
+@dataclass(frozen=True)
+class PulsarTls:
+    """Pulsar admin client's TLS settings (``tlsTrustCertsFilePath``, ``tlsCertificateFilePath``,
+    ``tlsKeyFilePath``, ``tlsAllowInsecureConnection``)."""
+
+    trust_certs: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    allow_insecure: bool = False
+
+    def verify(self) -> ssl.SSLContext | bool:
+        if self.allow_insecure:
+            return False
+        ctx = ssl.create_default_context(cafile=str(self.trust_certs) if self.trust_certs else None)
+        if self.cert_file is not None:
+            if self.key_file is None:
+                raise ConfigError("pulsar_tls_keyfile", None, "a client certificate needs its key")
+            ctx.load_cert_chain(str(self.cert_file), str(self.key_file))
+        return ctx
+
+
+def parse_urls(value: str, field: str = "pulsar_admin_url") -> list[str]:
+    """``http://h1:8080,h2:8080`` (pulsar-admin's multi-host form) -> one base URL per host."""
+    urls: list[str] = []
+    scheme = ""
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        if "://" in part:
+            scheme, _, rest = part.partition("://")
+        elif scheme:
+            rest = part
+        else:
+            raise ConfigError(field, value, "each URL needs http:// or https://")
+        if scheme not in ("http", "https") or not rest or "/" in rest.rstrip("/"):
+            raise ConfigError(field, value, f"{part!r} is not an http(s)://host:port URL")
+        urls.append(f"{scheme}://{rest.rstrip('/')}")
+    if not urls:
+        raise ConfigError(field, value, "no URL given")
+    return urls
+
+
+class PulsarAdmin:
+    """A small pulsar-admin: the calls loadmgr, its checks and its tests make."""
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        token: str | None = None,
+        tls: PulsarTls | None = None,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.urls = parse_urls(urls) if isinstance(urls, str) else list(urls)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._tls = tls or PulsarTls()
+        verify = self._tls.verify() if any(u.startswith("https") for u in self.urls) else True
+        self._client = httpx.Client(
+            headers=headers, timeout=timeout_s, follow_redirects=True, verify=verify, transport=transport
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> PulsarAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- transport --------------------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        base: str | None = None,
+    ) -> httpx.Response:
+        """One call; without ``base``, the first of ``urls`` that answers. HTTP errors raise
+        :class:`ExecutorError` with the broker's own message and status."""
+        content = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if method in ("PUT", "POST") else {}
+        last: Exception | None = None
+        for url in [base] if base else self.urls:
+            try:
+                resp = self._client.request(
+                    method, url + path, params=params, content=content or b"", headers=headers
+                )
+            except httpx.HTTPError as e:
+                last = e
+                continue
+            if resp.status_code >= 300:
+                raise ExecutorError(
+                    f"{method} {path}: HTTP {resp.status_code}: {_reason(resp)}", resp.status_code
+                )
+            return resp
+        raise ExecutorError(f"{method} {path}: no broker answered ({type(last).__name__}: {last})")
+
+    def get_json(self, path: str, base: str | None = None, params: dict[str, str] | None = None) -> Any:
+        resp = self.request("GET", path, base=base, params=params)
+        try:
+            return resp.json()
+        except ValueError:
+            raise ExecutorError(f"GET {path}: the answer is not JSON: {resp.text[:200]!r}") from None
+
+    # ---- reads ------------------------------------------------------------------------------------
+    def clusters(self) -> list[str]:
+        return [str(c) for c in self.get_json("/admin/v2/clusters")]
+
+    def brokers(self, cluster: str) -> list[str]:
+        return sorted(str(b) for b in self.get_json(f"/admin/v2/brokers/{quote(cluster)}"))
+
+    def leader_broker(self) -> dict[str, Any]:
+        return dict(self.get_json("/admin/v2/brokers/leaderBroker"))
+
+    def runtime_config(self, base: str) -> dict[str, str]:
+        """Every setting of the broker at ``base`` as it runs (broker.conf plus dynamic updates)."""
+        return {
+            str(k): str(v) for k, v in self.get_json("/admin/v2/brokers/configuration/runtime", base).items()
+        }
+
+    def dynamic_config(self) -> dict[str, str]:
+        """The cluster's dynamic overrides (``/admin/configuration``), as pulsar-admin's
+        ``brokers get-all-dynamic-config``."""
+        return {str(k): str(v) for k, v in self.get_json("/admin/v2/brokers/configuration/values").items()}
+
+    def update_dynamic_config(self, key: str, value: str) -> None:
+        self.request("POST", f"/admin/v2/brokers/configuration/{quote(key)}/{quote(value, safe='')}")
+
+    def delete_dynamic_config(self, key: str) -> None:
+        self.request("DELETE", f"/admin/v2/brokers/configuration/{quote(key)}")
+
+    def load_report(self, base: str) -> dict[str, Any]:
+        return dict(self.get_json("/admin/v2/broker-stats/load-report", base))
+
+    def bundles(self, namespace: str) -> list[str]:
+        doc = self.get_json(f"/admin/v2/namespaces/{namespace}/bundles")
+        b = [str(x) for x in doc["boundaries"]]
+        return [f"{b[i]}_{b[i + 1]}" for i in range(len(b) - 1)]
+
+    def lookup(self, topic: str) -> str:
+        """The broker id (``host:port`` of its web service) serving ``topic``
+        (``persistent://tenant/ns/name``); the lookup assigns the bundle if nobody owns it."""
+        domain, _, rest = topic.partition("://")
+        doc = self.get_json(f"/lookup/v2/topic/{domain}/{rest}")
+        url = doc.get("httpUrl") or doc.get("httpUrlTls") or ""
+        return str(url).split("://", 1)[-1].rstrip("/")
+
+    def owned_bundles(self, cluster: str, broker: str) -> list[str]:
+        doc = self.get_json(f"/admin/v2/brokers/{quote(cluster)}/{quote(broker)}/ownedNamespaces")
+        return sorted(str(k) for k in doc)
+
+    # ---- writes -----------------------------------------------------------------------------------
+    @staticmethod
+    def bundle_path(bundle: str, action: str) -> str:
+        ns, rng = split_bundle_name(bundle)
+        parts = ns.split("/")
+        # v1 namespaces (tenant/cluster/ns) live under the unversioned resource.
+        prefix = "/admin/v2/namespaces" if len(parts) == 2 else "/admin/namespaces"
+        return f"{prefix}/{ns}/{rng.text}/{action}"
+
+    def unload(self, bundle: str, destination: str | None = None) -> None:
+        params = {"destinationBroker": destination} if destination else {}
+        self.request("PUT", self.bundle_path(bundle, "unload"), params=params)
+
+    def split(
+        self, bundle: str, algorithm: str | None, boundaries: Sequence[int] | None, unload: bool = False
+    ) -> None:
+        params = {"unload": "true" if unload else "false"}
+        if algorithm:
+            params["splitAlgorithmName"] = algorithm
+        body = [int(p) for p in boundaries] if boundaries else None
+        self.request("PUT", self.bundle_path(bundle, "split"), params=params, body=body)
+
+
+def _reason(resp: httpx.Response) -> str:
+    """Pulsar's error body is ``{"reason": "..."}``; anything else is shown cut short."""
+    try:
+        doc = resp.json()
+    except ValueError:
+        return resp.text[:300]
+    if isinstance(doc, dict) and isinstance(doc.get("reason"), str):
+        return str(doc["reason"])[:300]
+    return resp.text[:300]
+
+
+class PulsarAdminExecutor:
+    """The leader's executor in Pulsar mode: Pulsar's brokers own and move bundles themselves.
+
+    ``remote_split``: Pulsar computes the children from the algorithm (or takes the boundaries
+    given with ``specified_positions_divide``) and assigns them; their names are not known here."""
+
+    name = "pulsar-admin"
+    remote_split = True
+
+    def __init__(self, admin: PulsarAdmin) -> None:
+        self.admin = admin
+
+    def close(self) -> None:
+        self.admin.close()
+
+    bundle_path = staticmethod(PulsarAdmin.bundle_path)
+
+    def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
+        self.admin.unload(bundle, destination)
+        log.info("pulsar admin: unloaded %s from %s to %s (%s)", bundle, source, destination or "any", reason)
+
+    def split(
+        self, bundle: str, algorithm: str | None, positions: Sequence[int] | None, unload: bool = False
+    ) -> list[str]:
+        if positions and not algorithm:
+            algorithm = SPECIFIED
+        self.admin.split(bundle, algorithm, positions, unload)
+        log.info(
+            "pulsar admin: split %s (%s, boundaries %s, unload=%s)", bundle, algorithm, positions, unload
+        )
+        return []
