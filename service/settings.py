@@ -7,7 +7,7 @@ these settings say where things are (ZooKeeper, HTTP, history) and who this proc
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -66,6 +66,37 @@ class Settings(BaseSettings):
     zk_tls_keyfile: Path | None = Field(None, description="Client key for zk_tls_certfile")
     zk_tls_verify: bool = Field(True, description="Verify ZooKeeper's certificate (keep on)")
     broker_conf: Path | None = Field(None, description="A Pulsar broker.conf to read load-balancer keys from")
+    # ---- Pulsar mode (docs/pulsar-mode.md) ----
+    mode: Literal["zookeeper", "pulsar"] = Field(
+        "zookeeper",
+        description="zookeeper: loadmgr's agents own bundles; pulsar: decide for Pulsar's own brokers "
+        "through their admin API",
+    )
+    pulsar_admin_url: str = Field(
+        "",
+        description="Pulsar mode: the brokers' web service URL(s), http://b1:8080,b2:8080 (pulsar-admin's)",
+    )
+    pulsar_admin_token: str | None = Field(None, description="Pulsar mode: token for Pulsar's admin API")
+    pulsar_admin_token_file: Path | None = Field(None, description="File holding pulsar_admin_token")
+    pulsar_tls_trust_certs: Path | None = Field(None, description="CA file that verifies the brokers' HTTPS")
+    pulsar_tls_certfile: Path | None = Field(None, description="Client certificate for the admin API (mTLS)")
+    pulsar_tls_keyfile: Path | None = Field(None, description="Client key for pulsar_tls_certfile")
+    pulsar_tls_allow_insecure: bool = Field(
+        False, description="Accept any broker certificate (never in production)"
+    )
+    pulsar_beside_brokers: bool = Field(
+        False,
+        description="Pulsar mode: run beside the brokers' own shedding or auto-split in dry-run (decide and "
+        "explain, never unload or split) instead of refusing",
+    )
+    pulsar_check_interval_s: float = Field(
+        30.0, gt=0, le=3600, allow_inf_nan=False, description="How often the brokers' settings are re-read"
+    )
+    configuration_store: str = Field(
+        "",
+        description="Pulsar's configuration store (isolation policies, failure domains, namespace policies) "
+        "when it is not the local ZooKeeper: host:port[,host:port][/chroot]",
+    )
     history_uri: str = Field("./var/history", description="Where the leader appends load history (Parquet)")
     history_enabled: bool = Field(True, description="Append history rows each cycle")
     decision_log_size: int = Field(
@@ -79,6 +110,13 @@ class Settings(BaseSettings):
 
     def read_token(self) -> str | None:
         return secret(self.api_read_token, self.api_read_token_file, "api_read_token_file")
+
+    def pulsar_token(self) -> str | None:
+        return secret(self.pulsar_admin_token, self.pulsar_admin_token_file, "pulsar_admin_token_file")
+
+    @property
+    def pulsar_mode(self) -> bool:
+        return self.mode == "pulsar"
 
     def zk_credentials(self) -> str | None:
         return secret(self.zk_auth, self.zk_auth_file, "zk_auth_file")

@@ -121,6 +121,23 @@ class PrometheusMetrics:
             "loadmgr_is_leader", "1 while this instance is the leader.", ["cluster"], registry=r
         )
         self.is_leader.labels(cluster).set(0)
+        # Pulsar mode: brokers whose own shedding or auto-split is on (or unreadable), and whether
+        # loadmgr therefore refuses to act (0) or acts (1). ZooKeeper-native mode: 0 and 1.
+        self.pulsar_conflicts = Gauge(
+            "loadmgr_pulsar_broker_settings_conflicts",
+            "Pulsar brokers whose own shedding or auto-split is on, or whose settings are unreadable.",
+            ["cluster"],
+            registry=r,
+        )
+        self.pulsar_conflicts.labels(cluster).set(0)
+        self.pulsar_acting = Gauge(
+            "loadmgr_pulsar_acting",
+            "1 when loadmgr may unload and split (Pulsar mode: the brokers' own shedding and "
+            "auto-split are off).",
+            ["cluster"],
+            registry=r,
+        )
+        self.pulsar_acting.labels(cluster).set(1)
         self.leader_transitions = Counter(
             "loadmgr_leader_transitions_total",
             "Times this instance gained or lost leadership.",
@@ -203,6 +220,10 @@ class PrometheusMetrics:
             self.leader_transitions.inc()
         self._leader = is_leader
         self.is_leader.labels(self.cluster).set(1 if is_leader else 0)
+
+    def pulsar_settings(self, problems: int, acting: bool) -> None:
+        self.pulsar_conflicts.labels(self.cluster).set(problems)
+        self.pulsar_acting.labels(self.cluster).set(1 if acting else 0)
 
     def zk_error(self, kind: str) -> None:
         self.zk_errors.labels(self.cluster, kind or "unknown").inc()

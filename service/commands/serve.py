@@ -55,6 +55,42 @@ def register(sub: Any) -> None:
         help="Pulsar's clusterName: whose isolation policies and failure domains apply, and the "
         "metrics' cluster label (LOADMGR_CLUSTER; default: the only cluster in ZooKeeper)",
     )
+    g = p.add_argument_group(
+        "Pulsar mode", "decide for a real Pulsar cluster's brokers (docs/pulsar-mode.md)"
+    )
+    g.add_argument(
+        "--mode",
+        choices=("zookeeper", "pulsar"),
+        help="zookeeper: loadmgr's agents own bundles (default); pulsar: Pulsar's brokers do, loadmgr "
+        "unloads and splits through their admin API (LOADMGR_MODE)",
+    )
+    g.add_argument(
+        "--pulsar-admin-url",
+        help="The brokers' web service URL(s), e.g. http://b1:8080,b2:8080 (LOADMGR_PULSAR_ADMIN_URL)",
+    )
+    g.add_argument(
+        "--pulsar-token-file",
+        type=argtypes.readable_text_file,
+        help="File with the token for Pulsar's admin API (LOADMGR_PULSAR_ADMIN_TOKEN_FILE)",
+    )
+    g.add_argument(
+        "--pulsar-tls-trust-certs", type=argtypes.readable_text_file, help="CA of the brokers' HTTPS"
+    )
+    g.add_argument("--pulsar-tls-cert", type=argtypes.readable_text_file, help="Client certificate (mTLS)")
+    g.add_argument(
+        "--pulsar-tls-key", type=argtypes.readable_text_file, help="Client key of --pulsar-tls-cert"
+    )
+    g.add_argument(
+        "--beside-brokers",
+        action="store_true",
+        help="Run beside the brokers' own shedding/auto-split in dry-run instead of refusing "
+        "(LOADMGR_PULSAR_BESIDE_BROKERS)",
+    )
+    g.add_argument(
+        "--configuration-store",
+        type=argtypes.zk_hosts,
+        help="Pulsar's configuration store when it is another ZooKeeper (LOADMGR_CONFIGURATION_STORE)",
+    )
     p.set_defaults(func=_serve)
 
 
@@ -71,6 +107,13 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         ("broker_conf", "broker_conf"),
         ("session_timeout", "zk_session_timeout_s"),
         ("cluster", "cluster"),
+        ("mode", "mode"),
+        ("pulsar_admin_url", "pulsar_admin_url"),
+        ("pulsar_token_file", "pulsar_admin_token_file"),
+        ("pulsar_tls_trust_certs", "pulsar_tls_trust_certs"),
+        ("pulsar_tls_cert", "pulsar_tls_certfile"),
+        ("pulsar_tls_key", "pulsar_tls_keyfile"),
+        ("configuration_store", "configuration_store"),
     ):
         value = getattr(args, attr, None)
         if value is not None:
@@ -79,6 +122,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         overrides["history_enabled"] = False
     if getattr(args, "insecure", False):
         overrides["insecure"] = True
+    if getattr(args, "beside_brokers", False):
+        overrides["pulsar_beside_brokers"] = True
     if getattr(args, "token", None) is not None:
         raise ConfigError(
             "--token", "<hidden>", "argv is visible in ps: use LOADMGR_API_TOKEN or --token-file instead"
@@ -131,6 +176,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per admin call is noise
     warning = check_exposure(settings)
     if warning is not None:
         # printed, not logged: it must show whatever the log level
@@ -174,7 +220,12 @@ def _serve(args: argparse.Namespace) -> int:
             )
         )
         where = f"{settings.http_scheme}://{settings.http_host}:{settings.http_port}"
-        print(f"loadmgr serving {where} (docs at /docs)", flush=True)
+        mode = (
+            f"Pulsar mode, brokers at {settings.pulsar_admin_url}"
+            if settings.pulsar_mode
+            else "ZooKeeper-native mode"
+        )
+        print(f"loadmgr serving {where} (docs at /docs; {mode})", flush=True)
         # uvicorn handles SIGINT/SIGTERM while serving and then re-raises the signal to the handler it
         # found; a handler that only records it lets the runtime below resign and close cleanly.
         received: list[int] = []

@@ -37,7 +37,11 @@ log = logging.getLogger(__name__)
 
 
 class LeaderElection:
-    """Campaign for ``/loadbalance/leader`` with ``{"brokerId": leader_id, "serviceUrl": service_url}``."""
+    """Campaign for ``path`` with ``{"brokerId": leader_id, "serviceUrl": service_url}``.
+
+    ``path`` is Pulsar's ``/loadbalance/leader`` in ZooKeeper-native mode (loadmgr plays Pulsar's
+    leader broker there) and loadmgr's own ``/loadmgr/leader`` in Pulsar mode, where Pulsar's brokers
+    keep electing their leader on theirs (their lookups go through it)."""
 
     def __init__(
         self,
@@ -49,8 +53,10 @@ class LeaderElection:
         on_resync: Callable[[], None] | None = None,
         retry_s: float = 1.0,
         identity: LeaderIdentity | None = None,
+        path: str = P.LEADER,
     ) -> None:
         self._store = store
+        self.path = path
         self.leader_id = leader_id
         self.service_url = service_url
         self._on_elected = on_elected
@@ -110,7 +116,7 @@ class LeaderElection:
 
     def leader_info(self) -> dict[str, Any] | None:
         """The leader node's content (``brokerId``, ``serviceUrl``), or None when nobody leads."""
-        got = self._store.get_json(P.LEADER)
+        got = self._store.get_json(self.path)
         return got.value if got is not None and isinstance(got.value, dict) else None
 
     def wake(self) -> None:
@@ -165,13 +171,13 @@ class LeaderElection:
         client = self._store.client
         with translated():
             try:
-                client.create(P.LEADER, doc, ephemeral=True, makepath=True)
+                client.create(self.path, doc, ephemeral=True, makepath=True)
             except NodeExistsError:
                 if self._node_is_mine():  # our own node survived a reconnect of the same session
                     pass
                 else:
                     # Wake when the current leader's node goes away.
-                    if client.exists(P.LEADER, watch=lambda _e: self._wake.set()) is None:
+                    if client.exists(self.path, watch=lambda _e: self._wake.set()) is None:
                         self._wake.set()
                     return
             fence = self._store.bump_epoch(self.leader_id)
@@ -185,7 +191,7 @@ class LeaderElection:
     def _node_is_mine(self) -> bool:
         with translated():
             try:
-                stat = self._store.client.exists(P.LEADER)
+                stat = self._store.client.exists(self.path)
             except NoNodeError:
                 return False
         return stat is not None and stat.ephemeralOwner == self._store.session_id
@@ -198,21 +204,21 @@ class LeaderElection:
         # point followers at their own listener): put ours back and say so.
         with translated():
             try:
-                raw, _ = self._store.client.get(P.LEADER)
+                raw, _ = self._store.client.get(self.path)
             except NoNodeError:
                 return
             if raw != self._doc():
                 log.warning(
                     "%s: someone rewrote %s to %r; restoring it (secure ZooKeeper with LOADMGR_ZK_AUTH)",
                     self.leader_id,
-                    P.LEADER,
+                    self.path,
                     raw[:200],
                 )
-                self._store.client.set(P.LEADER, self._doc())
+                self._store.client.set(self.path, self._doc())
 
     def _release_node(self) -> None:
         # Bounded: stop() runs on the way out, when ZooKeeper may already be gone.
-        self._store.release_if_mine(P.LEADER, SHUTDOWN_CALL_TIMEOUT_S)
+        self._store.release_if_mine(self.path, SHUTDOWN_CALL_TIMEOUT_S)
 
     def _revoke(self) -> None:
         self._leader = False

@@ -13,17 +13,14 @@ Two implementations of one :class:`Executor` protocol:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
-import httpx
-
 from balancer.bundles import bundle_name, split_bundle_name
 from balancer.errors import InvalidInput, UnknownBundle
-from service.errors import ExecutorError, StaleWrite
+from service.errors import StaleWrite
 from service.zookeeper import paths as P
 from service.zookeeper.batch import BatchResult, Op, commit_batches
 from service.zookeeper.store import Assignment, Versioned, ZkStore

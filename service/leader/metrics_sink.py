@@ -35,6 +35,7 @@ class MetricsSink(Protocol):
     def job_failed(self, job: str) -> None: ...
     def job_run(self, job: str, outcome: str) -> None: ...
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None: ...
+    def pulsar_settings(self, problems: int, acting: bool) -> None: ...
 
 
 class NoMetrics:
@@ -71,4 +72,7 @@ class NoMetrics:
         pass
 
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None:
+        pass
+
+    def pulsar_settings(self, problems: int, acting: bool) -> None:
         pass

@@ -61,6 +61,10 @@ class ManualOperations:
 
         def _publish_leader_state(self) -> None: ...
 
+        def _require_may_act(self) -> None: ...
+
+        def _pulsar_lookup(self, topic: str) -> str | None: ...
+
     # ---- mutations (leader only) -------------------------------------------------------------------
     def _require_leader(self) -> None:
         if not self.is_leader():
@@ -110,8 +114,11 @@ class ManualOperations:
                 placement=placed.explanation.reason if placed else None,
                 principal=principal,
             )
+            self._require_may_act()
             self.executor.unload(bundle, source, destination, why.reason)
-            self._loadview.load.recently_unloaded_bundles[bundle] = now
+            # Not recorded as recently unloaded: Pulsar's admin unload leaves the leader's
+            # recentlyUnloadedBundles alone (only its own shedding records there), so an operator's
+            # move does not exempt the bundle from shedding for the grace period.
             self._publish_leader_state()
             self.metrics.unloaded(why.reason)
             return self.jobs._record(
@@ -140,6 +147,7 @@ class ManualOperations:
                 algorithm=algorithm,
                 principal=principal,
             )
+            self._require_may_act()
             record = self.jobs.split(
                 bundle,
                 algorithm,
@@ -173,6 +181,9 @@ class ManualOperations:
             return assigned.value.broker
         if not assign:
             raise AdminRequired(f"{bundle} has no owner; assigning it through a lookup needs the admin role")
+        pulsar = self._pulsar_lookup(topic)
+        if pulsar is not None:
+            return pulsar  # Pulsar mode: Pulsar's brokers assign on lookup, as for any client
         self._require_leader()
         with self._lock:
             snap = self._loadview.refresh(self.store, now_ms(), (self._shedder, self._placement))

@@ -15,6 +15,7 @@ from service.leader.schedule import job_intervals
 if TYPE_CHECKING:
     from balancer.config import LoadBalancerConfig
     from service.leader.election import LeaderElection
+    from service.settings import Settings
     from service.zookeeper.store import ZkStore
 
 JOB_FAILURES_NOT_READY = 3  # one failure can be a ZooKeeper blip; three in a row is a stuck job
@@ -36,6 +37,10 @@ class Readiness:
 
         def is_leader(self) -> bool: ...
 
+        settings: Settings
+
+        def pulsar_reason(self) -> str | None: ...
+
     def ready(self) -> bool:
         """Started, connected to ZooKeeper and, while leading, actually doing the leader's work."""
         return not self.not_ready_reasons()
@@ -53,6 +58,9 @@ class Readiness:
             return ["not connected to ZooKeeper"]
         if not self.is_leader():
             return []
+        pulsar = self.pulsar_reason()
+        if pulsar is not None and not self.settings.pulsar_beside_brokers:
+            return [f"refusing to act on Pulsar's brokers: {pulsar}"]
         reasons = [
             f"{job} job failed {n} times in a row"
             for job, n in sorted(self._consecutive_failures.items())
@@ -70,6 +78,13 @@ class Readiness:
         loss here as the reason no moves happen)."""
         state = "CONNECTED" if self.store.connected else self.election.connection_state
         details: dict[str, Any] = {"zookeeper": state, "leader": self.is_leader()}
+        if self.settings.pulsar_mode:
+            pulsar = self.pulsar_reason()
+            details["pulsar"] = {
+                "acting": pulsar is None,
+                "dryRun": pulsar is not None and self.settings.pulsar_beside_brokers,
+                "reason": pulsar,
+            }
         if not self._started:
             details["reason"] = "not started"
         elif state == "SUSPENDED" or (state == "CONNECTED" and not self.store.connected):

@@ -32,6 +32,7 @@ from balancer.shedding.registry import create_shedder
 from service.errors import ServiceError, StoreUnavailable
 from service.leader.clock import now_ms
 from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
+from service.leader.dynamic_config import DynamicConfig, effective
 from service.leader.election import LeaderElection
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.identity import LeaderIdentity
@@ -39,6 +40,7 @@ from service.leader.jobs import LeaderJobs
 from service.leader.load_view import LoadView
 from service.leader.metrics_sink import MetricsSink, NoMetrics
 from service.leader.operations import ManualOperations
+from service.leader.pulsar_mode import PulsarMode
 from service.leader.readiness import Readiness
 from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
@@ -55,11 +57,12 @@ def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, P
     return shedder, create_placement(config.loadBalancerLoadPlacementStrategy, shedder=shedder)
 
 
-class LoadManagerService(Readiness, ManualOperations):
+class LoadManagerService(Readiness, ManualOperations, PulsarMode):
     """One load-manager instance. ``start()`` connects and campaigns; ``stop()`` steps down and closes.
 
-    ``executor`` defaults to the ZooKeeper-native one; pass a ``PulsarAdminExecutor`` to drive a
-    real Pulsar cluster. ``store`` may be given (tests); otherwise one is built from ``settings``.
+    ``executor`` defaults to the ZooKeeper-native one, or in Pulsar mode (``settings.mode``) to
+    Pulsar's admin API (:mod:`service.leader.pulsar_mode`). ``store`` may be given (tests);
+    otherwise one is built from ``settings``.
     """
 
     def __init__(
@@ -74,6 +77,7 @@ class LoadManagerService(Readiness, ManualOperations):
         seed: int | None = None,
     ) -> None:
         self.settings = settings
+        self._base_config = config  # broker.conf and environment; dynamic keys go on top of it
         self._config = config
         self.metrics: MetricsSink = metrics if metrics is not None else NoMetrics()
         self.history = history
@@ -90,6 +94,7 @@ class LoadManagerService(Readiness, ManualOperations):
         self._shedder, self._placement = make_strategies(config)
         self._decisions = DecisionLog(settings.decision_log_size)
         self._view_cache: ClusterView | None = None
+        pulsar_executor = self._init_pulsar(settings)
         self.election = LeaderElection(
             self.store,
             self.instance_id,
@@ -98,9 +103,11 @@ class LoadManagerService(Readiness, ManualOperations):
             self._on_revoked,
             self._on_resync,
             identity=LeaderIdentity.of(settings.admin_token(), settings.leader_urls),
+            path=self.election_path,
         )
         assigner = ZkExecutor(self.store, self.election.fence)
-        self.executor: Executor = executor or assigner
+        self.executor: Executor = executor or pulsar_executor or assigner
+        self._dynamic = DynamicConfig(self.store, self._apply_dynamic)
         self._loadview = LoadView(on_adopt=self._record_adoption, cluster=settings.cluster)
         self.jobs = LeaderJobs(
             self.store,
@@ -129,8 +136,10 @@ class LoadManagerService(Readiness, ManualOperations):
         """Connect to ZooKeeper (raises StoreUnavailable), schedule the paused jobs, campaign."""
         self.store.start()
         self.store.add_state_listener(self._on_state)
+        self._dynamic.start()  # applies the persisted dynamic keys before any job is scheduled
         self._schedule_jobs()
         self._schedule.start()
+        self._start_pulsar()
         self.election.start()
         self._started = True
 
@@ -139,6 +148,7 @@ class LoadManagerService(Readiness, ManualOperations):
         self._started = False
         self.election.stop()
         self._schedule.shutdown()
+        self._stop_pulsar()
         if self.history is not None:
             with contextlib.suppress(Exception):
                 self.history.close()
@@ -159,27 +169,20 @@ class LoadManagerService(Readiness, ManualOperations):
         return self._config
 
     def update_config(self, updates: Mapping[str, Any], principal: str | None = None) -> LoadBalancerConfig:
-        """Apply dynamic keys (ConfigError for unknown, static or out-of-range ones); strategies and
-        jobs follow. All or nothing: if anything fails, the old configuration stays in force."""
+        """Change dynamic keys cluster-wide: validated (ConfigError for unknown, static or out-of-range
+        ones, nothing written then), persisted by the leader in ``/loadmgr/config`` and applied by every
+        instance from its watch, so the change survives restarts and failover. A follower raises
+        NotLeader (the REST layer forwards the call to the leader)."""
+        self._config.with_updates(dict(updates), dynamic_only=True)  # a bad value is refused anywhere
+        make_strategies(self._config.with_updates(dict(updates), dynamic_only=True))
+        self._require_leader()
         with self._lock:
-            old = self._config
-            new = old.with_updates(dict(updates), dynamic_only=True)
-            strategies = (self._shedder, self._placement)
-            if (new.loadBalancerLoadSheddingStrategy, new.loadBalancerLoadPlacementStrategy) != (
-                old.loadBalancerLoadSheddingStrategy,
-                old.loadBalancerLoadPlacementStrategy,
-            ):
-                strategies = make_strategies(new)  # an unknown strategy raises before anything changed
-            self._config = new
-            try:
-                if self._started:
-                    self._schedule_jobs()
-            except Exception:
-                self._config = old
-                if self._started:
-                    self._schedule_jobs()
-                raise
-            self._shedder, self._placement = strategies
+            new = effective(
+                self._base_config, self._dynamic.pulsar, {**self._dynamic.ours, **updates}, self.pulsar_mode
+            )
+            make_strategies(new)  # an unknown strategy raises before anything is written
+            self._dynamic.persist(updates, self.election.fence(), principal, now_ms())
+            self._set_config(new)
             why = explain(
                 "config_update",
                 f"dynamic configuration changed: {', '.join(sorted(updates))}",
@@ -187,6 +190,39 @@ class LoadManagerService(Readiness, ManualOperations):
             )
             self._decisions.add(now_ms(), "manual", why, principal=principal)
         return new
+
+    def _apply_dynamic(self, pulsar: dict[str, str], ours: dict[str, str]) -> None:
+        """A watch saw ``/admin/configuration`` or ``/loadmgr/config`` change: recompute and apply."""
+        self.wake_settings_check()
+
+        def bad(source: str, key: str, reason: str) -> None:
+            log.warning("dynamic configuration %s: %s ignored: %s", source, key, reason)
+
+        with self._lock:
+            new = effective(self._base_config, pulsar, ours, self.pulsar_mode, bad)
+            if new != self._config:
+                self._set_config(new)
+                log.info("dynamic configuration applied (%d key(s) set)", len(ours) + len(pulsar))
+
+    def _set_config(self, new: LoadBalancerConfig) -> None:
+        """Install ``new`` (under the lock): strategies and jobs follow; all or nothing."""
+        old = self._config
+        strategies = (self._shedder, self._placement)
+        if (new.loadBalancerLoadSheddingStrategy, new.loadBalancerLoadPlacementStrategy) != (
+            old.loadBalancerLoadSheddingStrategy,
+            old.loadBalancerLoadPlacementStrategy,
+        ):
+            strategies = make_strategies(new)
+        self._config = new
+        try:
+            if self._started:
+                self._schedule_jobs()
+        except Exception:
+            self._config = old
+            if self._started:
+                self._schedule_jobs()
+            raise
+        self._shedder, self._placement = strategies
 
     # ---- scheduling --------------------------------------------------------------------------------
     def _schedule_jobs(self) -> None:
@@ -203,6 +239,12 @@ class LoadManagerService(Readiness, ManualOperations):
 
     def _leader_job(self, name: str, fn: Callable[..., Any]) -> None:
         if not self.is_leader():
+            return
+        if (
+            self.pulsar_mode
+            and name in ("shedding", "split", "bundle-data")
+            and not self._pulsar_may_run(name)
+        ):
             return
         # The job's ZooKeeper reads happen here, outside the service lock (the watch cache has its
         # own); under the lock the job's refresh then finds at most a few new events to read.
@@ -230,6 +272,20 @@ class LoadManagerService(Readiness, ManualOperations):
         if name == "shedding":
             with contextlib.suppress(ServiceError):
                 self._publish_view()
+
+    def _pulsar_may_run(self, name: str) -> bool:
+        """Pulsar mode: Pulsar's leader broker writes bundle data; shedding and splits wait until
+        the brokers' own are known to be off (dry-run beside them publishes the view only)."""
+        if name == "bundle-data":
+            return False
+        if self.pulsar_acting():
+            return True
+        if name == "shedding":
+            with contextlib.suppress(ServiceError):
+                self._publish_view()
+            if self.settings.pulsar_beside_brokers:
+                self._last_cycle_ok = time.monotonic()  # deciding in dry-run is this leader's work now
+        return False
 
     def _publish_leader_state(self) -> None:
         """Copies of what the API shows from the leader's memory, taken under the lock (cheap), so

@@ -30,6 +30,12 @@ OWNERSHIP = "/namespace"
 LOADMGR = "/loadmgr"
 ASSIGNMENTS = "/loadmgr/assignments"
 LEADER_EPOCH = "/loadmgr/leader-epoch"
+# Pulsar mode: loadmgr's own leader node; Pulsar's brokers keep /loadbalance/leader to themselves.
+LOADMGR_LEADER = "/loadmgr/leader"
+# Dynamic configuration set through loadmgr (PUT /config), persisted for every instance and failover.
+LOADMGR_CONFIG = "/loadmgr/config"
+# Pulsar's dynamic configuration overrides (pulsar-admin brokers update-dynamic-config).
+PULSAR_DYNAMIC_CONFIG = "/admin/configuration"
 WORKLOAD = "/loadmgr/workload"
 
 BASE_PATHS = (BROKERS, BUNDLE_DATA, TIME_AVERAGE, RESOURCE_QUOTA, LOCAL_POLICIES, OWNERSHIP, ASSIGNMENTS)

@@ -64,6 +64,8 @@ _KIND_ROOTS = (
     (P.WORKLOAD, "workload"),
     (P.LEADER, "leader"),
     (P.LEADER_EPOCH, "leader"),
+    (P.LOADMGR_LEADER, "leader"),
+    (P.LOADMGR_CONFIG, "config"),
 )
 
 

@@ -83,5 +83,8 @@ def test_a_refused_put_changes_nothing() -> None:
         r = client.put("/config", content=body, headers=auth)
         assert 400 <= r.status_code < 500, (body, r.status_code, r.text)
         assert svc.config.model_dump() == before, body
+    # A valid change is persisted by the leader only (ZooKeeper's /loadmgr/config, applied by every
+    # instance from its watch): an instance that knows no leader refuses it and changes nothing.
     r = client.put("/config", json={"loadBalancerSheddingIntervalMinutes": 2}, headers=auth)
-    assert r.status_code == 200 and svc.config.loadBalancerSheddingIntervalMinutes == 2
+    assert r.status_code == 503 and r.json()["error"] == "NoLeader", r.text
+    assert svc.config.model_dump() == before

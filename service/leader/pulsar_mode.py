@@ -1,0 +1,189 @@
+"""``PulsarMode``: what ``loadmgr serve`` does differently beside a real Pulsar cluster (``mode=pulsar``).
+
+A mixin of :class:`service.leader.service.LoadManagerService`. In Pulsar mode the brokers own bundles
+themselves (``/namespace/...``), write their own ``LocalBrokerData`` and bundle data, and place
+bundles on lookup through their own leader broker; loadmgr reads all of that, decides shedding and
+splits, and acts through the admin API (:class:`service.pulsar.admin.PulsarAdminExecutor`).
+
+Before acting it must know the brokers' own load manager will not fight it: a thread re-reads every
+broker's effective settings (:mod:`service.pulsar.broker_settings`) at start, every
+``pulsar_check_interval_s``, whenever a broker joins or leaves, and whenever ``/admin/configuration``
+changes. While any broker sheds or auto-splits by itself, loadmgr acts on nothing — scheduled or
+manual — and says so: one log line per change, a ``/readyz`` reason, ``loadmgr_pulsar_acting`` 0.
+With ``pulsar_beside_brokers`` it stays ready and keeps deciding in dry-run (``GET /dry-run``,
+decisions and metrics) without unloading or splitting.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+from balancer.errors import PreconditionFailed
+from service.errors import ExecutorError, ServiceError
+from service.pulsar.admin import PulsarAdmin, PulsarAdminExecutor, PulsarTls
+from service.pulsar.broker_settings import Verdict, check
+from service.zookeeper import paths as P
+
+if TYPE_CHECKING:
+    from service.leader.metrics_sink import MetricsSink
+    from service.settings import Settings
+    from service.zookeeper.store import ZkStore
+
+log = logging.getLogger("service.leader.service")
+
+NOT_CHECKED = "the Pulsar brokers' load-manager settings have not been read yet"
+
+
+def pulsar_admin(settings: Settings) -> PulsarAdmin:
+    """The admin client ``settings`` describe (ConfigError naming the field when they do not)."""
+    from balancer.errors import ConfigError
+
+    if not settings.pulsar_admin_url:
+        raise ConfigError(
+            "pulsar_admin_url",
+            "",
+            "Pulsar mode needs the brokers' web service URL (LOADMGR_PULSAR_ADMIN_URL)",
+        )
+    tls = PulsarTls(
+        settings.pulsar_tls_trust_certs,
+        settings.pulsar_tls_certfile,
+        settings.pulsar_tls_keyfile,
+        settings.pulsar_tls_allow_insecure,
+    )
+    return PulsarAdmin(settings.pulsar_admin_url, token=settings.pulsar_token(), tls=tls)
+
+
+def broker_web_url(admin: PulsarAdmin, broker: str, data: Any) -> str | None:
+    """Where to ask ``broker`` for its settings: its report's web URL (TLS one when the admin
+    client speaks HTTPS), else ``http://<brokerId>``."""
+    https = any(u.startswith("https") for u in admin.urls)
+    local = getattr(data, "local_data", data)
+    url = getattr(local, "web_service_url_tls" if https else "web_service_url", None) or None
+    if url:
+        return str(url).rstrip("/")
+    return f"{'https' if https else 'http'}://{broker}" if broker else None
+
+
+class PulsarMode:
+    """Pulsar mode's guard and lookups; inert in ZooKeeper-native mode (``pulsar_mode`` False)."""
+
+    if TYPE_CHECKING:
+        settings: Settings
+        store: ZkStore
+        metrics: MetricsSink
+
+        def is_leader(self) -> bool: ...
+
+    pulsar_mode: bool = False
+    pulsar_admin: PulsarAdmin | None = None
+    _verdict: Verdict | None = None
+
+    def _init_pulsar(self, settings: Settings) -> PulsarAdminExecutor | None:
+        self.pulsar_mode = settings.pulsar_mode
+        self._verdict = None
+        self._pulsar_wake = threading.Event()
+        self._pulsar_stop = threading.Event()
+        self._pulsar_thread: threading.Thread | None = None
+        self._last_reason: str | None = NOT_CHECKED
+        if not self.pulsar_mode:
+            return None
+        self.pulsar_admin = pulsar_admin(settings)
+        return PulsarAdminExecutor(self.pulsar_admin)
+
+    @property
+    def election_path(self) -> str:
+        return P.LOADMGR_LEADER if self.pulsar_mode else P.LEADER
+
+    def _start_pulsar(self) -> None:
+        if not self.pulsar_mode:
+            return
+        self.store.client.ChildrenWatch(
+            P.BROKERS, lambda _children: self._pulsar_wake.set(), send_event=False
+        )
+        self._pulsar_thread = threading.Thread(target=self._pulsar_loop, name="pulsar-settings", daemon=True)
+        self._pulsar_thread.start()
+
+    def _stop_pulsar(self) -> None:
+        self._pulsar_stop.set()
+        self._pulsar_wake.set()
+        if self._pulsar_thread is not None:
+            self._pulsar_thread.join(timeout=5)
+        if self.pulsar_admin is not None:
+            self.pulsar_admin.close()
+
+    def wake_settings_check(self) -> None:
+        if self.pulsar_mode:
+            self._pulsar_wake.set()
+
+    def _pulsar_loop(self) -> None:
+        while not self._pulsar_stop.is_set():
+            self._pulsar_wake.clear()
+            try:
+                self.check_broker_settings()
+            except Exception:  # the thread must live: the next round checks again
+                log.exception("checking the Pulsar brokers' settings failed")
+            self._pulsar_wake.wait(self.settings.pulsar_check_interval_s)
+
+    def check_broker_settings(self) -> Verdict:
+        """Read every registered broker's settings now; log a line when the verdict changes."""
+        assert self.pulsar_admin is not None
+        brokers = self.store.read_brokers() if self.store.connected else {}
+        dynamic_doc = self.store.get_json(P.PULSAR_DYNAMIC_CONFIG) if self.store.connected else None
+        dynamic = (
+            {str(k): str(v) for k, v in dynamic_doc.value.items()}
+            if dynamic_doc is not None and isinstance(dynamic_doc.value, dict)
+            else {}
+        )
+        admin = self.pulsar_admin
+        verdict = check(brokers, admin, dynamic, lambda b, d: broker_web_url(admin, b, d))
+        self._verdict = verdict
+        reason = None if verdict.clear else verdict.reason()
+        if reason != self._last_reason:
+            if reason is None:
+                log.info(
+                    "Pulsar brokers' own shedding and auto-split are off on %d broker(s): loadmgr acts",
+                    len(verdict.brokers),
+                )
+            elif self.settings.pulsar_beside_brokers:
+                log.warning(
+                    "Pulsar brokers' own load manager is active (%s): loadmgr runs beside it in dry-run",
+                    reason,
+                )
+            else:
+                log.error(
+                    "refusing to act: %s; set loadBalancerSheddingEnabled=false and "
+                    "loadBalancerAutoBundleSplitEnabled=false on every broker "
+                    "(or LOADMGR_PULSAR_BESIDE_BROKERS=true for a dry-run beside them)",
+                    reason,
+                )
+            self._last_reason = reason
+        self.metrics.pulsar_settings(len(verdict.conflicts) + len(verdict.unreachable), self.pulsar_acting())
+        return verdict
+
+    def pulsar_acting(self) -> bool:
+        """True when loadmgr may unload and split (always in ZooKeeper-native mode)."""
+        if not self.pulsar_mode:
+            return True
+        return self._verdict is not None and self._verdict.clear
+
+    def pulsar_reason(self) -> str | None:
+        """Why loadmgr does not act in Pulsar mode (None: it acts, or not in Pulsar mode)."""
+        if not self.pulsar_mode or self.pulsar_acting():
+            return None
+        return NOT_CHECKED if self._verdict is None else self._verdict.reason()
+
+    def _require_may_act(self) -> None:
+        reason = self.pulsar_reason()
+        if reason is not None:
+            mode = " (dry-run beside the brokers)" if self.settings.pulsar_beside_brokers else ""
+            raise PreconditionFailed("brokers", reason, f"loadmgr does not act on Pulsar's brokers{mode}")
+
+    def _pulsar_lookup(self, topic: str) -> str | None:
+        if not self.pulsar_mode or self.pulsar_admin is None:
+            return None
+        try:
+            return self.pulsar_admin.lookup(topic)
+        except ExecutorError as e:
+            raise ServiceError(f"Pulsar's lookup of {topic} failed: {e}") from None
