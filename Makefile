@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test setup check-java lint typecheck unit integration e2e deploy-check vectors bench clean
+.PHONY: run test setup pulsar check-java lint typecheck unit integration e2e deploy-check vectors bench clean
 
 run: setup
 	$(VENV)/bin/loadmgr demo
@@ -13,13 +13,17 @@ run: setup
 test: setup lint typecheck
 	bash scripts/run-tests.sh
 
-setup: check-java $(STAMP)
+setup: check-java $(STAMP) pulsar
+
+# Apache Pulsar's broker jars (pinned in deploy/pulsar/pom.xml) from Maven Central, cached outside git.
+pulsar:
+	@bash scripts/fetch-pulsar.sh
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,pulsar]'
 	@touch $(STAMP)
 
 check-java:

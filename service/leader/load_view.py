@@ -29,6 +29,7 @@ the last refresh are looked at (its journal), all of them after a full re-read.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -45,6 +46,7 @@ from balancer.shedding.base import LoadSheddingStrategy
 from service.zookeeper import paths as P
 from service.zookeeper.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
 from service.zookeeper.policies import PlacementPolicies, PolicyTrees
+from service.zookeeper.records import parse_layout
 from service.zookeeper.store import Assignment, Owner, Versioned, ZkStore
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,11 @@ class ClusterCache:
         self.layouts: WatchedTree[Versioned[NamespaceBundles]] = w.tree(
             "layouts", P.LOCAL_POLICIES, store.decode_layout, depth_leaf(2), 2
         )
+        # Pulsar's NamespaceBundleFactory falls back to the namespace's Policies (/admin/policies) for
+        # a namespace no broker has loaded yet (no local policies): its layout counts then.
+        self.policy_layouts: WatchedTree[Versioned[NamespaceBundles]] = w.tree(
+            "policy-layouts", P.TENANT_POLICIES, self._decode_policies_layout, depth_leaf(2), 2
+        )
         self.owners: WatchedTree[Owner] = w.tree("owners", P.OWNERSHIP, store.decode_owner)
         self.assignments: WatchedTree[Versioned[Assignment]] = w.tree(
             "assignments", P.ASSIGNMENTS, store.decode_assignment
@@ -123,6 +130,22 @@ class ClusterCache:
     def sync(self) -> dict[str, SyncStats]:
         self.last_stats = self.watch.sync()
         return self.last_stats
+
+    def layouts_now(self) -> dict[str, Versioned[NamespaceBundles]]:
+        """Local policies' layouts, and Policies' for namespaces without local policies."""
+        found = dict(self.policy_layouts.values)
+        found.update(self.layouts.values)
+        return found
+
+    def _decode_policies_layout(self, path: str, raw: bytes, stat: Any) -> Versioned[NamespaceBundles] | None:
+        namespace = path[len(P.TENANT_POLICIES) + 1 :]
+        try:
+            doc = json.loads(raw) if raw else None
+        except (ValueError, UnicodeDecodeError):
+            return None  # not ours to judge: Policies hold far more than a layout
+        if not isinstance(doc, dict) or not isinstance(doc.get("bundles"), dict):
+            return None
+        return self.store.parse_node(path, raw, stat, lambda d: parse_layout(namespace, d))
 
 
 class LoadView:
@@ -332,7 +355,7 @@ def _snapshot_of(cache: ClusterCache, now_ms: int, bundle_data: bool, cluster: s
     snap = Snapshot(
         time_ms=now_ms,
         brokers=dict(cache.brokers.values),
-        layouts=dict(cache.layouts.values),
+        layouts=cache.layouts_now(),
         owners=dict(cache.owners.values),
         assignments=dict(cache.assignments.values),
         owner_versions=dict(cache.owners.versions),

@@ -167,6 +167,9 @@ class ManualOperations:
         ``assign=False`` (a caller without the admin role) answers owned bundles only: assigning
         writes, so it raises AdminRequired instead.
         """
+        pulsar = self._pulsar_lookup(topic)
+        if pulsar is not None:
+            return pulsar  # Pulsar mode: Pulsar's brokers answer (and assign on lookup), as for any client
         ns = topic_namespace(topic)
         got = self.store.read_layout(ns)
         if got is None:
@@ -181,9 +184,6 @@ class ManualOperations:
             return assigned.value.broker
         if not assign:
             raise AdminRequired(f"{bundle} has no owner; assigning it through a lookup needs the admin role")
-        pulsar = self._pulsar_lookup(topic)
-        if pulsar is not None:
-            return pulsar  # Pulsar mode: Pulsar's brokers assign on lookup, as for any client
         self._require_leader()
         with self._lock:
             snap = self._loadview.refresh(self.store, now_ms(), (self._shedder, self._placement))

@@ -27,14 +27,16 @@ TICK_S = 0.02
 class TopicRecord:
     """One topic's acknowledgements: send time and latency, both seconds (monotonic clock)."""
 
-    sent_at: array = field(default_factory=lambda: array("d"))
-    latency: array = field(default_factory=lambda: array("d"))
+    sent_at: array[float] = field(default_factory=lambda: array("d"))
+    latency: array[float] = field(default_factory=lambda: array("d"))
     failed: int = 0
     last_ack: float | None = None
     gaps: list[tuple[float, float]] = field(default_factory=list)  # (start, length) longer than 0.2 s
 
 
-def topics_for_bundles(namespace: str, bundles: Iterable[str], per_bundle: int, prefix: str = "t") -> dict[str, str]:
+def topics_for_bundles(
+    namespace: str, bundles: Iterable[str], per_bundle: int, prefix: str = "t"
+) -> dict[str, str]:
     """``per_bundle`` topic names hashing into each of ``bundles`` (ranges ``0x…_0x…``) of
     ``namespace``, as Pulsar hashes them (CRC-32 of the topic name): topic -> bundle range."""
     from balancer.bundles import BundleRange, topic_hash
@@ -176,8 +178,11 @@ class Workload:
     def latency_percentile(self, q: float, start: float = 0.0, end: float = math.inf) -> float | None:
         """Publish latency (seconds) at percentile ``q`` of messages sent in [start, end)."""
         values = sorted(
-            lat for r in self.records.values() for t, lat in zip(r.sent_at, r.latency, strict=True) if start <= t < end
+            lat
+            for r in self.records.values()
+            for t, lat in zip(r.sent_at, r.latency, strict=True)
+            if start <= t < end
         )
         if not values:
             return None
-        return values[min(len(values) - 1, max(0, math.ceil(q / 100 * len(values)) - 1))]
+        return float(values[min(len(values) - 1, max(0, math.ceil(q / 100 * len(values)) - 1))])

@@ -1,0 +1,142 @@
+"""The real-broker tier: a 3-broker Apache Pulsar cluster (the pinned release, ``make pulsar``), real
+``pulsar-client`` producers and ``loadmgr serve --mode pulsar`` processes.
+
+One cluster serves the whole module (starting it takes ~20-40 s here). Missing jars skip the tier
+on a developer's machine with the command that fetches them; under CI (``CI`` set) they fail it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from service.pulsar.cluster import PulsarCluster
+from service.pulsar.runtime import PulsarLaunchError, find_pulsar_lib
+from service.zookeeper.process import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+# A slow, shared machine stretches every wait by this factor (documented in README, "Tests").
+SLOW = float(os.environ.get("LOADMGR_TEST_TIME_FACTOR", "1"))
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout * SLOW
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except (httpx.HTTPError, OSError, ValueError, KeyError) as e:
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout * SLOW:.0f} s waiting for {what} (last: {last!r})")
+
+
+@pytest.fixture(scope="package")
+def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarCluster]:
+    try:
+        find_pulsar_lib()
+    except PulsarLaunchError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"the real-broker tier needs Pulsar's jars under CI: {e}")
+        pytest.skip(str(e))
+    try:
+        import pulsar  # noqa: F401
+    except ImportError as e:
+        pytest.fail(f"pulsar-client is not installed ({e}); `make setup` installs it")
+    from service.pulsar.cluster import _cgroups_writable
+
+    # A CPU quota per broker makes the CPU each reports its own and large enough to matter.
+    cpus = [0.4, 0.4, 0.4] if _cgroups_writable() else None
+    cluster = PulsarCluster(brokers_count=3, broker_cpus=cpus, base_dir=tmp_path_factory.mktemp("pulsar"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+class Serve:
+    """One ``loadmgr serve --mode pulsar`` process."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+        self.proc = proc
+        self.url = url
+        self.log = log
+        self.http = httpx.Client(base_url=url, timeout=30)
+
+    def readyz(self) -> dict[str, Any]:
+        return dict(self.http.get("/readyz").json())
+
+    def is_leader(self) -> bool:
+        return bool(self.readyz()["details"].get("leader"))
+
+    def decisions(self, kind: str | None = None) -> list[dict[str, Any]]:
+        params = {"limit": "500", **({"kind": kind} if kind else {})}
+        return list(self.http.get("/decisions", params=params).json()["decisions"])
+
+    def metric(self, name: str) -> float | None:
+        for line in self.http.get("/metrics").text.splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.http.close()
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+
+@pytest.fixture
+def serve(pulsar_cluster: PulsarCluster, tmp_path: Path) -> Iterator[Callable[..., Serve]]:
+    started: list[Serve] = []
+
+    def start(extra_env: dict[str, str] | None = None, wait_ready: bool = True) -> Serve:
+        port = free_port()
+        log = tmp_path / f"serve-{port}.log"
+        env = {
+            **os.environ,
+            "LOADMGR_MODE": "pulsar",
+            "LOADMGR_ZK_HOSTS": str(pulsar_cluster.zk_hosts),
+            "LOADMGR_PULSAR_ADMIN_URL": ",".join(pulsar_cluster.web_urls),
+            "LOADMGR_HTTP_PORT": str(port),
+            "LOADMGR_HISTORY_ENABLED": "false",
+            "LOADMGR_ZK_SESSION_TIMEOUT_S": "6",
+            "LOADMGR_PULSAR_CHECK_INTERVAL_S": "5",
+            "LOADMGR_loadBalancerSheddingIntervalMinutes": "0.1",
+            **(extra_env or {}),
+        }
+        out = open(log, "wb")  # noqa: SIM115 - the child's log for its lifetime
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "service", "serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        s = Serve(proc, f"http://127.0.0.1:{port}", log)
+        started.append(s)
+        if wait_ready:
+            wait_for(lambda: s.readyz()["status"] == "ready", 60, f"serve on {port} ready\n{s.log_tail()}")
+        return s
+
+    yield start
+    for s in started:
+        s.stop()

@@ -1,0 +1,256 @@
+"""loadmgr in Pulsar mode on a real 3-broker Pulsar cluster, judged from Pulsar itself.
+
+Every assertion about where bundles are and what traffic each broker carries reads Pulsar's admin API
+(topic lookups, the brokers' own load reports), never loadmgr's views; the producers are the real
+Python client and count failed sends and publish gaps across every move.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from service.pulsar.admin import PulsarAdmin
+from service.pulsar.cluster import PulsarCluster
+from service.pulsar.workload import Workload, topics_for_bundles
+from tests.pulsar.conftest import ROOT, Serve, wait_for
+
+RATE = 120.0  # messages/s per topic; 16 topics on one broker is ~2,000 msg/s
+
+
+def admin_of(cluster: PulsarCluster) -> PulsarAdmin:
+    return PulsarAdmin(cluster.web_urls)
+
+
+def skewed_namespace(
+    admin: PulsarAdmin, cluster: PulsarCluster, ns: str, bundles: int
+) -> tuple[dict[str, str], str]:
+    """``ns`` with ``bundles`` bundles, two topics in each, every bundle owned by the first broker."""
+    admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": bundles}})
+    ranges = admin.bundles(ns)
+    topics = topics_for_bundles(ns, ranges, 2)
+    target = cluster.brokers[0].broker_id
+    for topic in topics:
+        admin.lookup(topic)
+    for r in ranges:
+        admin.unload(f"{ns}/{r}", target)
+    wait_for(lambda: all(admin.lookup(t) == target for t in topics), 60, f"every bundle of {ns} on {target}")
+    return topics, target
+
+
+def rates_by_broker(admin: PulsarAdmin, cluster: PulsarCluster, ns: str) -> dict[str, float]:
+    """msgRateIn of ``ns``'s bundles per broker, from each broker's own load report."""
+    out: dict[str, float] = {}
+    for b in cluster.brokers:
+        report = admin.load_report(b.web_url)
+        stats = report.get("lastStats") or {}
+        out[b.broker_id] = sum(
+            float(s.get("msgRateIn", 0.0)) for name, s in stats.items() if name.startswith(ns + "/")
+        )
+    return out
+
+
+def owners(admin: PulsarAdmin, topics: dict[str, str]) -> dict[str, str]:
+    """bundle range -> the broker Pulsar's lookup names for it."""
+    return {rng: admin.lookup(t) for t, rng in topics.items()}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "service", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_refuses_to_act_while_the_brokers_shed_and_acts_once_they_stop(
+    pulsar_cluster: PulsarCluster, serve: Callable[..., Serve]
+) -> None:
+    admin = admin_of(pulsar_cluster)
+    s = serve()
+    assert s.metric("loadmgr_pulsar_acting") == 1.0
+    # pulsar-admin brokers update-dynamic-config: Pulsar writes /admin/configuration; loadmgr's watch
+    # on it re-checks at once (not at the next 5 s interval only).
+    admin.update_dynamic_config("loadBalancerSheddingEnabled", "true")
+    try:
+        ready = wait_for(lambda: (r := s.readyz())["status"] != "ready" and r, 30, "a refusal on /readyz")
+        assert "loadBalancerSheddingEnabled=true" in json.dumps(ready), ready
+        assert s.metric("loadmgr_pulsar_acting") == 0.0
+        assert (s.metric("loadmgr_pulsar_broker_settings_conflicts") or 0) >= 3
+        bundle = f"public/default/{admin.bundles('public/default')[0]}"
+        r = s.http.post(f"/bundles/{bundle}/unload")
+        assert r.status_code == 412, r.text
+        assert "refusing to act" in s.log.read_text()
+    finally:
+        admin.delete_dynamic_config("loadBalancerSheddingEnabled")
+    wait_for(lambda: s.readyz()["status"] == "ready", 30, "ready again once the brokers stop shedding")
+    assert s.metric("loadmgr_pulsar_acting") == 1.0
+
+
+def test_beside_the_brokers_it_stays_ready_in_dry_run(
+    pulsar_cluster: PulsarCluster, serve: Callable[..., Serve]
+) -> None:
+    admin = admin_of(pulsar_cluster)
+    admin.update_dynamic_config("loadBalancerAutoBundleSplitEnabled", "true")
+    try:
+        s = serve({"LOADMGR_PULSAR_BESIDE_BROKERS": "true"}, wait_ready=False)
+        details = wait_for(
+            lambda: (d := s.readyz()).get("details", {}).get("pulsar", {}).get("dryRun") and d, 60, "dry-run"
+        )
+        assert details["status"] == "ready", details
+        assert "loadBalancerAutoBundleSplitEnabled=true" in details["details"]["pulsar"]["reason"]
+        assert s.http.post("/shedding/dry-run").status_code == 200
+    finally:
+        admin.delete_dynamic_config("loadBalancerAutoBundleSplitEnabled")
+
+
+def test_skewed_cluster_is_balanced_by_moves_pulsar_carries_out(
+    pulsar_cluster: PulsarCluster, serve: Callable[..., Serve]
+) -> None:
+    admin = admin_of(pulsar_cluster)
+    ns = "public/skewed"
+    topics, hot = skewed_namespace(admin, pulsar_cluster, ns, 8)
+    with Workload(pulsar_cluster.service_url, dict.fromkeys(topics, RATE)) as work:
+        wait_for(
+            lambda: rates_by_broker(admin, pulsar_cluster, ns)[hot] > 0.5 * RATE * len(topics),
+            60,
+            "load seen",
+        )
+        before = rates_by_broker(admin, pulsar_cluster, ns)
+        s = serve(
+            {
+                # Pulsar's message-rate strategy: it reacts to what the producers send within seconds
+                # (CPU readings refresh once a minute); the default strategy is measured in bench/.
+                "LOADMGR_loadBalancerLoadSheddingStrategy": "UniformLoadShedder",
+                "LOADMGR_loadBalancerSheddingGracePeriodMinutes": "0.5",
+                # Pulsar's floors (1,000 msg/s, 1 MiB/s) exceed what producers on this machine send.
+                "LOADMGR_minUnloadMessage": "100",
+                "LOADMGR_minUnloadMessageThroughput": "10000",
+                "LOADMGR_maxUnloadPercentage": "0.5",
+            }
+        )
+        moved_from = time.monotonic()
+
+        def balanced() -> bool:
+            r = rates_by_broker(admin, pulsar_cluster, ns)
+            return min(r.values()) > 0 and max(r.values()) / min(r.values()) <= 2.0
+
+        wait_for(balanced, 240, "message rates evened out across the brokers", every=2)
+        after = rates_by_broker(admin, pulsar_cluster, ns)
+        moves = [d for d in s.decisions("shedding") if d["bundle"] and d["bundle"].startswith(ns + "/")]
+        assert moves, "no shedding decision although the rates evened out"
+        # Ownership changed as decided: the last destination loadmgr chose for each moved bundle is
+        # where Pulsar's lookup finds it (no other mover exists: the brokers' shedding is off).
+        last: dict[str, str] = {}
+        for d in sorted(moves, key=lambda d: d["timeMs"]):
+            last[d["bundle"].rsplit("/", 1)[1]] = d["destination"]
+        found = owners(admin, topics)
+        assert {rng: found[rng] for rng in last} == last
+        time.sleep(3)  # acknowledgements of the last messages sent
+    gaps = {
+        rng: work.longest_gap([t for t, r in topics.items() if r == rng], since=moved_from) for rng in last
+    }
+    print(
+        f"\nreal brokers: 3; moves: {len(moves)}; "
+        f"failed sends: {work.failed()} of {work.acked() + work.failed()}; "
+        f"longest publish gap per moved bundle (s): { {k: round(v, 2) for k, v in gaps.items()} }; "
+        f"msg/s per broker before {before} after {after}"
+    )
+    assert work.failed() == 0
+    assert max(gaps.values()) < 15.0  # a move costs a producer seconds at most, never a stall
+
+
+def test_manual_unload_and_split_through_rest_and_cli(
+    pulsar_cluster: PulsarCluster, serve: Callable[..., Serve]
+) -> None:
+    admin = admin_of(pulsar_cluster)
+    s = serve()
+    ns = "public/manual"
+    admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": 2}})
+    ranges = admin.bundles(ns)
+    # Two live topics per bundle: Pulsar's specified_positions_divide splits only a bundle whose
+    # broker has loaded more than one topic of it.
+    topics = topics_for_bundles(ns, ranges, 2)
+    by_range = {r: t for t, r in topics.items()}
+    with Workload(pulsar_cluster.service_url, dict.fromkeys(topics, 5.0)) as work:
+        wait_for(
+            lambda: all(f"{ns}/{r}" in s.http.get("/bundles").text for r in ranges),
+            60,
+            "loadmgr sees the bundles",
+        )
+        first, second = ranges
+        owner = admin.lookup(by_range[first])
+        dest = next(b.broker_id for b in pulsar_cluster.brokers if b.broker_id != owner)
+        # REST: unload to a destination.
+        r = s.http.post(f"/bundles/{ns}/{first}/unload", params={"destinationBroker": dest})
+        assert r.status_code == 200, r.text
+        wait_for(lambda: admin.lookup(by_range[first]) == dest, 60, f"{first} on {dest} per Pulsar")
+        # CLI: unload the other one to a broker that does not own it.
+        owner2 = admin.lookup(by_range[second])
+        dest2 = next(b.broker_id for b in pulsar_cluster.brokers if b.broker_id != owner2)
+        done = cli("unload", f"{ns}/{second}", "--destination", dest2, "--url", s.url)
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_for(lambda: admin.lookup(by_range[second]) == dest2, 60, f"{second} on {dest2} per Pulsar")
+        # A manual unload is not recorded as recently unloaded (Pulsar's admin unload is not).
+        detail = s.http.get(f"/bundles/{ns}/{first}").json()
+        assert detail["recentlyUnloadedAt"] is None, detail
+        # REST: split with Pulsar's algorithm name; Pulsar computes the boundary.
+        r = s.http.post(f"/bundles/{ns}/{first}/split", json={"algorithm": "range_equally_divide"})
+        assert r.status_code == 200, r.text
+        wait_for(lambda: len(admin.bundles(ns)) == 3, 60, "three bundles per Pulsar after the REST split")
+        # CLI: split the other at an explicit boundary (specified_positions_divide).
+        lo, hi = (int(x, 16) for x in second.split("_"))
+        mid = lo + (hi - lo) // 4
+        done = cli(
+            "split",
+            f"{ns}/{second}",
+            "--algorithm",
+            "specified_positions_divide",
+            "--positions",
+            hex(mid),
+            "--url",
+            s.url,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_for(
+            lambda: f"0x{mid:08x}_{second.split('_')[1]}" in admin.bundles(ns), 60, "the CLI split per Pulsar"
+        )
+    assert work.failed() == 0
+
+
+def test_leader_failover_while_the_brokers_run(
+    pulsar_cluster: PulsarCluster, serve: Callable[..., Serve]
+) -> None:
+    admin = admin_of(pulsar_cluster)
+    a = serve()
+    b = serve()
+    leader, follower = (a, b) if a.is_leader() else (b, a)
+    assert leader.is_leader() and not follower.is_leader()
+    # A dynamic change through the follower is forwarded to the leader and persisted.
+    r = follower.http.put("/config", json={"loadBalancerSheddingGracePeriodMinutes": 7})
+    assert r.status_code == 200, r.text
+    wait_for(
+        lambda: follower.http.get("/config").json()["values"]["loadBalancerSheddingGracePeriodMinutes"] == 7,
+        30,
+        "the follower applies the persisted change from its watch",
+    )
+    leader.stop(signal.SIGKILL)  # no resignation: the session must expire
+    wait_for(follower.is_leader, 60, "the follower takes over")
+    assert follower.http.get("/config").json()["values"]["loadBalancerSheddingGracePeriodMinutes"] == 7
+    # Pulsar's own leader election is untouched: its leader is one of its brokers.
+    assert admin.leader_broker()["brokerId"] in {x.broker_id for x in pulsar_cluster.brokers}
+    # The new leader acts on Pulsar's brokers.
+    ns = "public/failover"
+    admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": 1}})
+    (rng,) = admin.bundles(ns)
+    (topic,) = topics_for_bundles(ns, [rng], 1)
+    owner = admin.lookup(topic)
+    dest = next(x.broker_id for x in pulsar_cluster.brokers if x.broker_id != owner)
+    wait_for(
+        lambda: f"{ns}/{rng}" in follower.http.get("/bundles").text, 60, "the new leader sees the bundle"
+    )
+    r = follower.http.post(f"/bundles/{ns}/{rng}/unload", params={"destinationBroker": dest})
+    assert r.status_code == 200, r.text
+    wait_for(lambda: admin.lookup(topic) == dest, 60, "the move made by the new leader")
