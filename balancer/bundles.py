@@ -134,6 +134,20 @@ def is_system_namespace(namespace: str) -> bool:
     return parts[0] == "sla-monitor" and len(parts) == 3 and ":" in parts[-1]
 
 
+def heartbeat_broker(namespace: str) -> str | None:
+    """The broker a heartbeat (``pulsar/<cluster>/<host:port>``, ``pulsar/<host:port>``) or SLA
+    monitor (``sla-monitor/<cluster>/<host:port>``) namespace belongs to; None for any other.
+
+    Pulsar's lookup always places such a namespace on that broker (NamespaceService), whatever the
+    placement strategy would say: it exists to probe that very broker."""
+    parts = namespace.split("/")
+    if parts[0] == "pulsar" and len(parts) in (2, 3) and ":" in parts[-1]:
+        return parts[-1]
+    if parts[0] == "sla-monitor" and len(parts) == 3 and ":" in parts[-1]:
+        return parts[-1]
+    return None
+
+
 def is_system_bundle(bundle: str) -> bool:
     return "/" in bundle and is_system_namespace(namespace_of(bundle))
 

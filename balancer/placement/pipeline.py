@@ -10,7 +10,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from balancer.bundles import namespace_of
+from balancer.bundles import heartbeat_broker, namespace_of
 from balancer.config import LoadBalancerConfig
 from balancer.explain import Explanation, explain
 from balancer.models import BundleData, LoadData
@@ -290,6 +290,21 @@ def select_broker(
     cache's frozen inputs; without one they are explained at once."""
     c = cache if cache is not None else PipelineCache(load, config, ctx)
     namespace = namespace_of(bundle)
+    own = heartbeat_broker(namespace)
+    if own is not None:
+        live = own in load.broker_data
+        return PlacementDecision(
+            own if live else None,
+            explain(
+                "heartbeat_pinned" if live else "heartbeat_broker_down",
+                "a heartbeat or SLA-monitor namespace stays on the broker it probes"
+                + ("" if live else "; that broker is not live, so nobody takes it"),
+                subject=bundle,
+                broker=own,
+            ),
+            [],
+            [own] if live else [],
+        )
     # Every filter input is fixed for the cache's lifetime, so the survivors depend only on the
     # namespace (and persistence): a cycle that moves thousands of bundles filters once per namespace.
     surv = c.survivors(namespace, bundle)

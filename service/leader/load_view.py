@@ -90,12 +90,17 @@ class _Stat:
 
 
 class ClusterCache:
-    """The trees a leader follows, on one store session; built lazily by :class:`LoadView`."""
+    """The trees a leader follows, on one store session (and, when Pulsar's configuration store is
+    another ZooKeeper, the isolation policies, failure domains and namespace Policies on a session
+    of that one); built lazily by :class:`LoadView`."""
 
-    def __init__(self, store: ZkStore) -> None:
+    def __init__(self, store: ZkStore, config_store: ZkStore | None = None) -> None:
         self.store = store
         self.watch = WatchCache(store)
+        self.config_store = config_store
+        self.config_watch = WatchCache(config_store) if config_store is not None else None
         w = self.watch
+        cw = self.config_watch or w
         self.brokers: WatchedTree[LocalBrokerData] = w.tree(
             "brokers", P.BROKERS, store.decode_broker, depth_leaf(1), 1
         )
@@ -104,7 +109,7 @@ class ClusterCache:
         )
         # Pulsar's NamespaceBundleFactory falls back to the namespace's Policies (/admin/policies) for
         # a namespace no broker has loaded yet (no local policies): its layout counts then.
-        self.policy_layouts: WatchedTree[Versioned[NamespaceBundles]] = w.tree(
+        self.policy_layouts: WatchedTree[Versioned[NamespaceBundles]] = cw.tree(
             "policy-layouts", P.TENANT_POLICIES, self._decode_policies_layout, depth_leaf(2), 2
         )
         self.owners: WatchedTree[Owner] = w.tree("owners", P.OWNERSHIP, store.decode_owner)
@@ -122,13 +127,16 @@ class ClusterCache:
         )
         # Isolation policies, failure domains, anti-affinity groups: watched too, so a refresh of an
         # unchanged cluster reads none of them.
-        self.policies = PolicyTrees(store, w)
+        self.policies = PolicyTrees(config_store or store, w, self.config_watch)
         self.last_stats: dict[str, SyncStats] = {}
         # One syncer at a time (jobs and the REST view): trees are read and mutated under it.
         self.lock = threading.Lock()
 
     def sync(self) -> dict[str, SyncStats]:
-        self.last_stats = self.watch.sync()
+        stats = self.watch.sync()
+        if self.config_watch is not None:
+            stats.update({f"config:{k}": v for k, v in self.config_watch.sync().items()})
+        self.last_stats = stats
         return self.last_stats
 
     def layouts_now(self) -> dict[str, Versioned[NamespaceBundles]]:
@@ -139,22 +147,29 @@ class ClusterCache:
 
     def _decode_policies_layout(self, path: str, raw: bytes, stat: Any) -> Versioned[NamespaceBundles] | None:
         namespace = path[len(P.TENANT_POLICIES) + 1 :]
+        store = self.config_store or self.store
         try:
             doc = json.loads(raw) if raw else None
         except (ValueError, UnicodeDecodeError):
             return None  # not ours to judge: Policies hold far more than a layout
         if not isinstance(doc, dict) or not isinstance(doc.get("bundles"), dict):
             return None
-        return self.store.parse_node(path, raw, stat, lambda d: parse_layout(namespace, d))
+        return store.parse_node(path, raw, stat, lambda d: parse_layout(namespace, d))
 
 
 class LoadView:
     """LoadData and the placement context, carried from one refresh to the next."""
 
-    def __init__(self, on_adopt: Callable[[list[str]], None] | None = None, cluster: str = "") -> None:
+    def __init__(
+        self,
+        on_adopt: Callable[[list[str]], None] | None = None,
+        cluster: str = "",
+        config_store: ZkStore | None = None,
+    ) -> None:
         """``on_adopt(bundles)`` is told, once per refresh, which bundles' longTermData was adopted;
         ``cluster`` names whose isolation policies and failure domains apply ("": the only one)."""
         self.cluster = cluster
+        self.config_store = config_store
         self.adopted_long_term_total = 0
         self._on_adopt = on_adopt
         self.cache: ClusterCache | None = None
@@ -174,12 +189,14 @@ class LoadView:
         self._forgot = False  # a held bundle was dropped outside a fold: the next fold rechecks
         if self.cache is not None:  # a new term (or a test's fresh start) re-reads everything once
             self.cache.watch.request_resync()
+            if self.cache.config_watch is not None:
+                self.cache.config_watch.request_resync()
 
     def cache_for(self, store: ZkStore) -> ClusterCache:
         """The cache on ``store``'s session (a different store starts a new cache)."""
         with self._cache_lock:
             if self.cache is None or self.cache.store is not store:
-                self.cache = ClusterCache(store)
+                self.cache = ClusterCache(store, self.config_store)
             return self.cache
 
     def prefetch(self, store: ZkStore) -> None:

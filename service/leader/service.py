@@ -108,7 +108,21 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode):
         assigner = ZkExecutor(self.store, self.election.fence)
         self.executor: Executor = executor or pulsar_executor or assigner
         self._dynamic = DynamicConfig(self.store, self._apply_dynamic)
-        self._loadview = LoadView(on_adopt=self._record_adoption, cluster=settings.cluster)
+        # Pulsar's configuration store (isolation policies, failure domains, namespace Policies)
+        # when it is another ZooKeeper than the local metadata store: read-only here.
+        self.config_store = (
+            ZkStore(
+                settings.configuration_store,
+                "",
+                settings.zk_session_timeout_s,
+                security=ZkSecurity.from_settings(settings),
+            )
+            if settings.configuration_store
+            else None
+        )
+        self._loadview = LoadView(
+            on_adopt=self._record_adoption, cluster=settings.cluster, config_store=self.config_store
+        )
         self.jobs = LeaderJobs(
             self.store,
             self.executor,
@@ -135,6 +149,8 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode):
     def start(self) -> None:
         """Connect to ZooKeeper (raises StoreUnavailable), schedule the paused jobs, campaign."""
         self.store.start()
+        if self.config_store is not None:
+            self.config_store.start()
         self.store.add_state_listener(self._on_state)
         self._dynamic.start()  # applies the persisted dynamic keys before any job is scheduled
         self._schedule_jobs()
@@ -149,6 +165,8 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode):
         self.election.stop()
         self._schedule.shutdown()
         self._stop_pulsar()
+        if self.config_store is not None:
+            self.config_store.stop()
         if self.history is not None:
             with contextlib.suppress(Exception):
                 self.history.close()

@@ -129,10 +129,11 @@ def cluster_leaf(rel: str) -> bool:
 class PolicyTrees:
     """The policy nodes in ``watch``: every node decoded once per version, its errors reported then."""
 
-    def __init__(self, store: JsonZk, watch: WatchCache) -> None:
+    def __init__(self, store: JsonZk, watch: WatchCache, config_watch: WatchCache | None = None) -> None:
         self.store = store
         # list[IsolationPolicy] for an isolation node, list[str] (broker ids) for a failure domain.
-        self.clusters: WatchedTree[list[Any]] = watch.tree(
+        # Pulsar keeps both in its configuration store, which may be another ZooKeeper.
+        self.clusters: WatchedTree[list[Any]] = (config_watch or watch).tree(
             "cluster-policies", P.CLUSTERS, self._decode_cluster_node, cluster_leaf, 3
         )
         # The layouts' nodes, followed a second time for the one field placement needs from them.

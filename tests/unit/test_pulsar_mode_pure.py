@@ -1,0 +1,158 @@
+"""Pulsar mode's pure parts: the broker-settings verdict, the effective dynamic configuration, the
+admin URL list, the launcher's argument checks and the pinned release."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from balancer.config import LoadBalancerConfig
+from balancer.errors import ConfigError
+from service.commands.pulsar_cluster import broker_settings, parse_cpus
+from service.leader.dynamic_config import decode_values, effective
+from service.pulsar.admin import PulsarAdmin, parse_urls
+from service.pulsar.broker_settings import MODULAR, Verdict, evaluate
+from service.pulsar.runtime import POM, pulsar_version
+from service.zookeeper import paths as P
+
+OFF = {
+    "loadBalancerSheddingEnabled": "false",
+    "loadBalancerAutoBundleSplitEnabled": "false",
+    "loadManagerClassName": MODULAR,
+}
+
+
+def test_brokers_with_their_own_shedding_and_split_off_are_no_conflict() -> None:
+    assert evaluate({"b1:8080": OFF, "b2:8080": OFF}, {}) == []
+
+
+def test_each_broker_and_key_left_on_is_named() -> None:
+    found = evaluate({"b1:8080": {**OFF, "loadBalancerSheddingEnabled": "true"}, "b2:8080": {}}, {})
+    # b2 answered without the keys: Pulsar's defaults (both on) apply.
+    assert found == [
+        "b1:8080: loadBalancerSheddingEnabled=true",
+        "b2:8080: loadBalancerSheddingEnabled=true",
+        "b2:8080: loadBalancerAutoBundleSplitEnabled=true",
+    ]
+
+
+def test_a_dynamic_override_wins_over_the_runtime_value_both_ways() -> None:
+    assert evaluate({"b1:8080": OFF}, {"loadBalancerSheddingEnabled": "true"}) == [
+        "b1:8080: loadBalancerSheddingEnabled=true (dynamic, /admin/configuration)"
+    ]
+    on = {**OFF, "loadBalancerAutoBundleSplitEnabled": "true"}
+    assert evaluate({"b1:8080": on}, {"loadBalancerAutoBundleSplitEnabled": "false"}) == []
+
+
+def test_load_balancer_disabled_turns_both_off_and_extensible_is_a_conflict() -> None:
+    assert evaluate({"b1:8080": {"loadBalancerEnabled": "false"}}, {}) == []
+    ext = {
+        **OFF,
+        "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+    }
+    (line,) = evaluate({"b1:8080": ext}, {})
+    assert "ExtensibleLoadManagerImpl" in line
+
+
+def test_a_verdict_is_clear_only_with_brokers_all_read_and_none_in_conflict() -> None:
+    assert not Verdict().clear and "no Pulsar broker" in Verdict().reason()
+    assert Verdict(brokers=("b1",)).clear
+    assert not Verdict(brokers=("b1",), unreachable=("b1",)).clear
+    assert "b1: settings unreadable" in Verdict(brokers=("b1",), unreachable=("b1",)).reason()
+
+
+def test_pulsar_dynamic_keys_apply_under_loadmgr_own_and_broker_switches_stay_ours() -> None:
+    base = LoadBalancerConfig()
+    pulsar = {
+        "loadBalancerBrokerThresholdShedderPercentage": "20",
+        "loadBalancerSheddingEnabled": "false",  # the brokers' own switch: not loadmgr's in Pulsar mode
+        "brokerServicePort": "6650",  # not a load-balancer key
+    }
+    got = effective(base, pulsar, {}, pulsar_mode=True)
+    assert got.loadBalancerBrokerThresholdShedderPercentage == 20
+    assert got.loadBalancerSheddingEnabled is True
+    # ZooKeeper-native mode: /admin/configuration is this cluster's own, every dynamic key counts.
+    assert effective(base, pulsar, {}, pulsar_mode=False).loadBalancerSheddingEnabled is False
+    # loadmgr's own persisted keys go on top of Pulsar's.
+    ours = {"loadBalancerBrokerThresholdShedderPercentage": "30"}
+    assert effective(base, pulsar, ours, True).loadBalancerBrokerThresholdShedderPercentage == 30
+
+
+def test_a_bad_persisted_value_is_skipped_and_reported_the_others_apply() -> None:
+    seen: list[tuple[str, str]] = []
+    got = effective(
+        LoadBalancerConfig(),
+        {},
+        {"loadBalancerSheddingIntervalMinutes": "-3", "loadBalancerSheddingGracePeriodMinutes": "4"},
+        True,
+        lambda source, key, _why: seen.append((source, key)),
+    )
+    assert seen == [(P.LOADMGR_CONFIG, "loadBalancerSheddingIntervalMinutes")]
+    assert got.loadBalancerSheddingIntervalMinutes == LoadBalancerConfig().loadBalancerSheddingIntervalMinutes
+    assert got.loadBalancerSheddingGracePeriodMinutes == 4
+
+
+def test_config_nodes_full_of_garbage_decode_to_nothing() -> None:
+    assert decode_values(b"\xff\xfe", P.LOADMGR_CONFIG) == {}
+    assert decode_values(b"[1, 2]", P.PULSAR_DYNAMIC_CONFIG) == {}
+    assert decode_values(b'{"values": 3}', P.LOADMGR_CONFIG) == {}
+    assert decode_values(b" " * (2 << 20), P.LOADMGR_CONFIG) == {}
+    assert decode_values(b'{"values": {"a": 1, "b": "x"}}', P.LOADMGR_CONFIG) == {"a": "1", "b": "x"}
+
+
+def test_admin_urls_take_pulsar_admins_multi_host_form() -> None:
+    assert parse_urls("http://b1:8080,b2:8080") == ["http://b1:8080", "http://b2:8080"]
+    assert parse_urls("https://b1:8443/, https://b2:8443") == ["https://b1:8443", "https://b2:8443"]
+    for bad in ("", "b1:8080", "ftp://b1:21", "http://b1:8080/admin"):
+        with pytest.raises(ConfigError) as e:
+            parse_urls(bad)
+        assert e.value.field == "pulsar_admin_url"
+    assert PulsarAdmin.bundle_path("t/ns/0x00000000_0xffffffff", "unload") == (
+        "/admin/v2/namespaces/t/ns/0x00000000_0xffffffff/unload"
+    )
+
+
+def test_the_launchers_arguments_are_checked_before_anything_starts() -> None:
+    assert parse_cpus("1,1,0.5", 3) == [1.0, 1.0, 0.5]
+    assert parse_cpus(None, 3) is None
+    for bad, n in (("1,x", 2), ("1,1", 3), ("0,1", 2), ("", 1)):
+        with pytest.raises(ConfigError):
+            parse_cpus(bad, n)
+    args = argparse.Namespace(load_manager="modular", own_load_manager=True, set=["a=1", "b = x "])
+    got = broker_settings(args)
+    assert got["loadBalancerSheddingEnabled"] == "true" and got["a"] == "1" and got["b"] == "x"
+    with pytest.raises(ConfigError):
+        broker_settings(argparse.Namespace(load_manager="modular", own_load_manager=False, set=["novalue"]))
+
+
+def test_the_pinned_release_is_the_poms() -> None:
+    assert pulsar_version() == "4.0.7"
+    assert "<pulsar.version>4.0.7</pulsar.version>" in POM.read_text()
+
+
+def test_heartbeat_and_sla_monitor_namespaces_stay_on_the_broker_they_probe() -> None:
+    import random
+
+    from balancer.bundles import heartbeat_broker
+    from balancer.models import BrokerData, LoadData, LocalBrokerData
+    from balancer.placement.context import PlacementContext
+    from balancer.placement.pipeline import select_broker
+    from balancer.placement.registry import create_placement
+
+    assert heartbeat_broker("pulsar/c1/10.0.0.1:8080") == "10.0.0.1:8080"
+    assert heartbeat_broker("pulsar/10.0.0.1:8080") == "10.0.0.1:8080"
+    assert heartbeat_broker("sla-monitor/c1/10.0.0.2:8080") == "10.0.0.2:8080"
+    assert heartbeat_broker("public/default") is None and heartbeat_broker("pulsar/system") is None
+    load = LoadData()
+    for b in ("a:8080", "b:8080"):
+        load.broker_data[b] = BrokerData(local_data=LocalBrokerData())
+    config = LoadBalancerConfig()
+    strategy = create_placement(config.loadBalancerLoadPlacementStrategy)
+    for bundle, want in (
+        ("pulsar/c1/b:8080/0x00000000_0xffffffff", "b:8080"),
+        ("sla-monitor/c1/a:8080/0x00000000_0xffffffff", "a:8080"),
+        ("pulsar/c1/gone:8080/0x00000000_0xffffffff", None),
+    ):
+        got = select_broker(bundle, load, config, strategy, PlacementContext(), random.Random(0))
+        assert got.broker == want, (bundle, got.explanation)
