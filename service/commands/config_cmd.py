@@ -43,6 +43,22 @@ def register(sub: Any) -> None:
     )
     show.add_argument("--json", action="store_true", help="Print JSON")
     show.set_defaults(func=_show)
+    put = csub.add_parser(
+        "set",
+        help="Change dynamic keys cluster-wide (PUT /config): the leader persists them in ZooKeeper "
+        "(/loadmgr/config) and every instance applies them; they survive restarts and failover",
+    )
+    put.add_argument(
+        "assignments", nargs="+", metavar="KEY=VALUE", help="e.g. loadBalancerSheddingIntervalMinutes=2"
+    )
+    put.add_argument("--url", default=None, help=f"REST base URL (env LOADMGR_URL, default {DEFAULT_URL})")
+    put.add_argument("--token", default=None, help=argparse.SUPPRESS)
+    put.add_argument(
+        "--token-file", default=None, help="File holding the admin token (env LOADMGR_API_TOKEN_FILE)"
+    )
+    put.add_argument("--cacert", default=None, help="CA bundle to verify an HTTPS server (env LOADMGR_CA)")
+    put.add_argument("--json", action="store_true", help="Print the JSON answer")
+    put.set_defaults(func=_set)
 
 
 def leader_config(url: str) -> tuple[LoadBalancerConfig, str] | None:
@@ -83,4 +99,37 @@ def _show(args: argparse.Namespace) -> int:
         mark = "" if r["value"] == r["default"] else "  (default " + json.dumps(r["default"]) + ")"
         dyn = "dynamic" if r["dynamic"] else "static "
         print(f"{r['key']:<{width}}  {dyn}  {json.dumps(r['value'])}{mark}")
+    return 0
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` words -> a dict (ConfigError naming the word that is not one)."""
+    from balancer.errors import ConfigError
+
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                "KEY=VALUE", item, "expected KEY=VALUE, e.g. loadBalancerSheddingIntervalMinutes=2"
+            )
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _set(args: argparse.Namespace) -> int:
+    from service.commands.client import ApiError, _call
+
+    updates = parse_assignments(args.assignments)
+    try:
+        body = _call(args, "PUT", "/config", json=updates)
+    except ApiError as e:
+        print(f"loadmgr: {e}", file=sys.stderr)
+        return 1 if 400 <= (e.status or 0) < 500 else 2
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return 0
+    values = body.get("values", {}) if isinstance(body, dict) else {}
+    for key in sorted(updates):
+        print(f"{key} = {values.get(key)!r} (persisted in ZooKeeper, applied cluster-wide)")
     return 0

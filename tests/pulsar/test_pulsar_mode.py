@@ -254,3 +254,7 @@ def test_leader_failover_while_the_brokers_run(
     r = follower.http.post(f"/bundles/{ns}/{rng}/unload", params={"destinationBroker": dest})
     assert r.status_code == 200, r.text
     wait_for(lambda: admin.lookup(topic) == dest, 60, "the move made by the new leader")
+    # The CLI verb does the same as PUT /config.
+    done = cli("config", "set", "loadBalancerSheddingGracePeriodMinutes=9", "--url", follower.url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert follower.http.get("/config").json()["values"]["loadBalancerSheddingGracePeriodMinutes"] == 9
