@@ -40,6 +40,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--load-manager", choices=sorted(LOAD_MANAGERS), default="modular")
     p.add_argument(
+        "--skewed-load",
+        type=float,
+        metavar="MSG_PER_S",
+        help="Also produce this rate on each of 16 topics of public/skewed (8 bundles), every bundle "
+        "first moved onto the first broker: a skewed cluster to balance (needs pulsar-client)",
+    )
+    p.add_argument(
         "--set",
         action="append",
         default=[],
@@ -95,6 +102,7 @@ def _run(args: argparse.Namespace) -> int:
         default_bundles=args.bundles,
     )
     stop = threading.Event()
+    work: Any = None
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         print(
@@ -107,6 +115,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"loadmgr: {e}", flush=True)
             return 2
         _describe(cluster, args)
+        work = _skewed_load(cluster, args.skewed_load) if args.skewed_load else None
         while not stop.is_set():
             if not any(b.running for b in cluster.brokers):
                 print("loadmgr: every broker has exited", flush=True)
@@ -114,6 +123,11 @@ def _run(args: argparse.Namespace) -> int:
             stop.wait(1.0)
         return 0
     finally:
+        if work is not None:
+            work.stop()
+            print(
+                f"producers: {work.acked()} messages acknowledged, {work.failed()} failed sends", flush=True
+            )
         cluster.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -144,3 +158,28 @@ def _describe(cluster: Any, args: argparse.Namespace) -> None:
             f"    loadmgr serve --mode pulsar --zk {cluster.zk_hosts} --pulsar-admin-url {admin} --port 8080"
         )
     print("Ctrl-C stops everything.", flush=True)
+
+
+def _skewed_load(cluster: Any, rate: float) -> Any:
+    """public/skewed: 8 bundles, 2 topics each, all moved onto the first broker, then producers."""
+    from service.pulsar.admin import PulsarAdmin
+    from service.pulsar.workload import Workload, topics_for_bundles
+
+    if not 0 < rate <= 100_000:
+        raise ConfigError("--skewed-load", rate, "a rate per topic between 0 and 100000 msg/s")
+    ns = "public/skewed"
+    with PulsarAdmin(cluster.web_urls) as admin:
+        admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": 8}})
+        ranges = admin.bundles(ns)
+        topics = topics_for_bundles(ns, ranges, 2)
+        target = cluster.brokers[0].broker_id
+        for topic in topics:
+            admin.lookup(topic)
+        for r in ranges:
+            admin.unload(f"{ns}/{r}", target)
+    work = Workload(cluster.service_url, dict.fromkeys(topics, rate)).start()
+    print(
+        f"  producing {rate:g} msg/s on each of {len(topics)} topics of {ns}, all 8 bundles on {target}",
+        flush=True,
+    )
+    return work
