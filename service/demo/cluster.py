@@ -55,6 +55,17 @@ def free_port(preferred: int) -> int:
     raise OSError("no free port")
 
 
+def cli_hint(on_path: str | None, argv0: str) -> str:
+    """What a user types in another terminal to reach this demo: ``loadmgr`` when that is on PATH,
+    else the full path of the command that started the demo."""
+    import os
+
+    if on_path:
+        return "loadmgr"
+    here = os.path.abspath(argv0) if argv0 and os.path.basename(argv0) == "loadmgr" else None
+    return here or "python -m service.commands.cli"
+
+
 def demo_config(opts: DemoOptions) -> LoadBalancerConfig:
     """Pulsar's defaults with the clock sped up so a demo converges in about a minute."""
     return LoadBalancerConfig.from_dict(
@@ -133,6 +144,8 @@ class Demo:
         self._say(
             f"load manager leading; REST API at {self.url} (docs {self.url}/docs, metrics {self.url}/metrics)"
         )
+        self._say(f"ZooKeeper at {self._zk.hosts} (no auth: loopback only, this demo's own)")
+        self._publish_state()
         self.service.create_namespace(NAMESPACE, self.opts.bundles)
         self._start_agent(self.broker_ids[0])
         self.service.wait_until(lambda: self._owned_count(self.broker_ids[0]) == self.opts.bundles, 30)
@@ -145,8 +158,29 @@ class Demo:
             self._start_agent(broker)
         self.started_at = time.monotonic()
 
+    def _publish_state(self) -> None:
+        """Records the addresses where every CLI verb looks (:mod:`service.demo.state`) and says what
+        to type in a second terminal."""
+        import os
+        import shutil
+
+        from service.demo.state import DemoState, write_state
+
+        history = os.path.abspath(self.opts.history) if self.opts.history else None
+        written = write_state(DemoState(os.getpid(), self.url, self._zk.hosts, history))
+        self._state_written = written is not None
+        where = f"recorded in {written}" if written else "not recorded (state file not writable)"
+        self._say(f"addresses {where}: every loadmgr verb finds this demo without --url/--zk")
+        self._say(f"in a second terminal: {cli_hint(shutil.which('loadmgr'), sys.argv[0])} status")
+
     def stop(self) -> None:
         self._stop.set()
+        if getattr(self, "_state_written", False):
+            import os
+
+            from service.demo.state import remove_state
+
+            remove_state(os.getpid())
         if self._server is not None:
             self._server.should_exit = True
         if self._server_thread is not None:
