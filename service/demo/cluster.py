@@ -41,6 +41,17 @@ class DemoOptions:
     balanced_cpu_spread: float = 15.0
     # where the leader appends its cycles as Parquet (what ``loadmgr replay`` reads); None records nothing
     history: str | None = None
+    # A load that lives (``loadmgr demo`` without --steady): two more tenants, a diurnal wave of
+    # ``day_s`` seconds with each tenant peaking at its own time, seeded tenant bursts, and one broker
+    # leaving for ``churn_down_s`` seconds every ``churn_period_s`` (the first time after 4 minutes).
+    living: bool = False
+    day_s: float = 600.0
+    churn_period_s: float = 600.0
+    churn_down_s: float = 120.0
+
+
+# The tenants a living demo adds beside public/default, with their bundle counts.
+TENANTS = {"acme/orders": 4, "globex/events": 4}
 
 
 def free_port(preferred: int) -> int:
@@ -104,6 +115,10 @@ class Demo:
         self._stop = threading.Event()
         self._seen_decision = 0
         self._say_live: Callable[[str], None] | None = None
+        self.namespaces = {NAMESPACE: self.opts.bundles, **(TENANTS if self.opts.living else {})}
+        self.scenario: Any = None
+        self.away: str | None = None  # the broker that left (living demo)
+        self._churns = 0
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -146,14 +161,23 @@ class Demo:
         )
         self._say(f"ZooKeeper at {self._zk.hosts} (no auth: loopback only, this demo's own)")
         self._publish_state()
-        self.service.create_namespace(NAMESPACE, self.opts.bundles)
+        self.scenario = self._scenario()
+        for ns, count in self.namespaces.items():
+            self.service.create_namespace(ns, count)
+        total = sum(self.namespaces.values())
         self._start_agent(self.broker_ids[0])
-        self.service.wait_until(lambda: self._owned_count(self.broker_ids[0]) == self.opts.bundles, 30)
+        self.service.wait_until(lambda: self._owned_count(self.broker_ids[0]) == total, 30)
         self.skewed_at_start = self.ownership_counts()
         self._say(
-            f"all {self.opts.bundles} bundles of {NAMESPACE} start on {self.broker_ids[0]}; "
+            f"all {total} bundles of {', '.join(self.namespaces)} start on {self.broker_ids[0]}; "
             f"starting {len(self.broker_ids) - 1} more brokers"
         )
+        if self.opts.living:
+            self._say(
+                f"the load lives: a {self.opts.day_s / 60:.0f}-minute day (each tenant peaks at its own "
+                f"time), tenant bursts every few minutes, a broker leaving for "
+                f"{self.opts.churn_down_s:.0f} s every {self.opts.churn_period_s / 60:.0f} minutes"
+            )
         for broker in self.broker_ids[1:]:
             self._start_agent(broker)
         self.started_at = time.monotonic()
@@ -226,12 +250,9 @@ class Demo:
 
     def _start_agent(self, broker_id: str) -> None:
         from service.broker.agent import BrokerAgent, SimulatedSource
-        from service.broker.workload import skewed_scenario
         from service.zookeeper.store import ZkStore
 
-        scenario = skewed_scenario(
-            NAMESPACE, self.opts.bundles, self.opts.seed, msg_rate=self.opts.msg_rate_per_bundle
-        )
+        scenario = self.scenario
         store = ZkStore(self._zk.hosts, "", 6.0)
         store.start()
         agent = BrokerAgent(
@@ -245,6 +266,51 @@ class Demo:
         agent.start()
         self.agents.append(agent)
 
+    def _scenario(self) -> Any:
+        from service.broker.workload import living_scenario, skewed_scenario
+
+        if not self.opts.living:
+            return skewed_scenario(
+                NAMESPACE, self.opts.bundles, self.opts.seed, msg_rate=self.opts.msg_rate_per_bundle
+            )
+        return living_scenario(
+            self.namespaces,
+            self.opts.seed,
+            msg_rate=self.opts.msg_rate_per_bundle,
+            period_s=self.opts.day_s,
+            start_ms=int(time.time() * 1000),
+        )
+
+    def churn(self, now: float | None = None) -> str | None:
+        """Living demo: one broker (a different one each time) leaves for ``churn_down_s`` every
+        ``churn_period_s``, first 4 minutes in; what happened, or None. Called from the watch loop."""
+        if not self.opts.living or self.started_at == 0.0 or len(self.broker_ids) < 3:
+            return None
+        t = (now if now is not None else time.monotonic()) - self.started_at - 240.0
+        if t < 0:
+            return None
+        in_period = t % self.opts.churn_period_s
+        if self.away is None and in_period < self.opts.churn_down_s:
+            # never the first broker: the demo's story starts from it
+            broker = self.broker_ids[1 + self._churns % (len(self.broker_ids) - 1)]
+            self._churns += 1
+            self._stop_agent(broker)
+            self.away = broker
+            return f"{broker} leaves (its bundles are orphans; the leader places them elsewhere)"
+        if self.away is not None and in_period >= self.opts.churn_down_s:
+            broker, self.away = self.away, None
+            self._start_agent(broker)
+            return f"{broker} returns (empty; shedding fills it again)"
+        return None
+
+    def _stop_agent(self, broker: str) -> None:
+        for agent in [a for a in self.agents if a.broker_id == broker]:
+            with contextlib.suppress(Exception):
+                agent.stop(release=False)
+            with contextlib.suppress(Exception):
+                agent.store.stop()
+            self.agents.remove(agent)
+
     # ---- watching -------------------------------------------------------------------------------
     def ownership_counts(self) -> dict[str, int]:
         view = self.service.view()
@@ -256,17 +322,26 @@ class Demo:
     def _owned_count(self, broker: str) -> int:
         return self.ownership_counts().get(broker, 0)
 
+    def present(self) -> list[str]:
+        """The brokers that should be up (all but the one a living demo sent away)."""
+        return [b for b in self.broker_ids if b != self.away]
+
     def cpu_spread(self) -> float | None:
         brokers = self.service.view().brokers
-        if len(brokers) < len(self.broker_ids):
+        present = [brokers[b] for b in self.present() if b in brokers]
+        if len(present) < len(self.present()):
             return None
-        cpus = [float(d.cpu.percent_usage()) for d in brokers.values()]
+        cpus = [float(d.cpu.percent_usage()) for d in present]
         return max(cpus) - min(cpus)
 
     def is_balanced(self) -> bool:
         spread = self.cpu_spread()
         counts = self.ownership_counts()
-        return spread is not None and spread <= self.opts.balanced_cpu_spread and min(counts.values()) > 0
+        return (
+            spread is not None
+            and spread <= self.opts.balanced_cpu_spread
+            and min(counts.get(b, 0) for b in self.present()) > 0
+        )
 
     def wait_balanced(self, timeout_s: float) -> bool:
         ok = bool(self.service.wait_until(self.is_balanced, timeout_s))
@@ -324,6 +399,9 @@ class Demo:
             for line in self.new_decisions():
                 self._say(line)
             self._check_balanced()
+            event = self.churn()
+            if event:
+                self._say(event)
             if time.monotonic() >= next_table:
                 self._say("\n" + self.table())
                 next_table = time.monotonic() + refresh_s
@@ -344,6 +422,9 @@ class Demo:
                 while not self._stop.is_set() and (end is None or time.monotonic() < end):
                     view.poll()
                     self._check_balanced()
+                    event = self.churn()
+                    if event:
+                        view.note(event)
                     live.update(view.render())
                     self._stop.wait(0.5)
         finally:
