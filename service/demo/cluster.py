@@ -45,6 +45,8 @@ class DemoOptions:
     # ``day_s`` seconds with each tenant peaking at its own time, seeded tenant bursts, and one broker
     # leaving for ``churn_down_s`` seconds every ``churn_period_s`` (the first time after 4 minutes).
     living: bool = False
+    # Record the addresses in the state file every CLI verb reads (off for a second demo in one process)
+    publish_state: bool = True
     day_s: float = 600.0
     churn_period_s: float = 600.0
     churn_down_s: float = 120.0
@@ -160,7 +162,8 @@ class Demo:
             f"load manager leading; REST API at {self.url} (docs {self.url}/docs, metrics {self.url}/metrics)"
         )
         self._say(f"ZooKeeper at {self._zk.hosts} (no auth: loopback only, this demo's own)")
-        self._publish_state()
+        if self.opts.publish_state:
+            self._publish_state()
         self.scenario = self._scenario()
         for ns, count in self.namespaces.items():
             self.service.create_namespace(ns, count)
