@@ -16,13 +16,14 @@ test: setup lint typecheck
 setup: check-java $(STAMP)
 	@bash scripts/install-shim.sh
 
+# The editable install maps `service` and `balancer` to these very folders (setuptools' lenient mode:
+# new files are seen, nothing else of the checkout lands on sys.path); its notice that same-named
+# folders in the working directory take precedence is about exactly these folders, so it is silenced.
+# `make setup` then puts a `loadmgr` shim on PATH (scripts/install-shim.sh says where, or why not).
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# The editable install maps `service` and `balancer` to these very folders (setuptools' lenient
-	# mode: new files are seen, nothing else of the checkout lands on sys.path); its notice that
-	# same-named folders in the working directory take precedence is about exactly these folders.
 	$(PY) -W 'ignore:Editable installation:UserWarning' -m pip install --quiet -e '.[dev,spark]'
 	@touch $(STAMP)
 
