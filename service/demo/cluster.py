@@ -89,6 +89,8 @@ def demo_config(opts: DemoOptions) -> LoadBalancerConfig:
             "loadBalancerSheddingGracePeriodMinutes": 0.5,
             "loadBalancerResourceQuotaUpdateIntervalMinutes": 0.25,
             "loadBalancerReportUpdateMinIntervalMillis": 1000,
+            # a report at least every 30 s (Pulsar: 15 minutes), the demo's clock being sped up
+            "loadBalancerReportUpdateMaxIntervalMinutes": 0.5,
             "loadBalancerHistoryResourcePercentage": 0.5,
             "loadBalancerAutoBundleSplitEnabled": False,
             # the simulated brokers move a few MB/s, far below Pulsar's 10 MB/s floor for shedding
