@@ -59,7 +59,9 @@ def cell(v: Any) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:,.1f}" if abs(v) >= 100 else f"{v:.3g}"
+        if abs(v) >= 100:
+            return f"{v:,.0f}"
+        return f"{v:.1f}" if abs(v) >= 1 or v == 0 else f"{v:.2g}"
     return str(v)
 
 
@@ -68,7 +70,7 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], title: str | No
     from rich import box
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for i, h in enumerate(headers):
         t.add_column(str(h), justify="left" if i == 0 else "right", no_wrap=i == 0)
     for r in rows:
