@@ -179,7 +179,11 @@ def call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any:
         with _client(args) as c:
             r = c.request(method, path, **kw)
     except httpx.HTTPError as e:
-        raise ApiError(0, f"cannot reach {endpoints.rest_url(args.url)}: {e}") from e
+        url = endpoints.rest_url(args.url)
+        hint = ""
+        if url == DEFAULT_URL and not args.url and not os.environ.get("LOADMGR_URL"):
+            hint = " (no running demo found: start one with `make run`, or give --url or LOADMGR_URL)"
+        raise ApiError(0, f"cannot reach {url}: {e}{hint}") from e
     try:
         body = r.json()
     except ValueError:
