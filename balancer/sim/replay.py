@@ -133,12 +133,17 @@ def observed_moves(
         by_bundle.setdefault(d.bundle, []).append(d)
     used: dict[str, int] = {}  # bundle -> how many of its decisions are consumed
     out: list[ObservedMove] = []
+    # The owner each bundle last had: an orphan is listed by no broker until its new owner reports, so
+    # its move shows only against the owner it had before those cycles.
+    last_owner = {name: rb.owner for name, rb in cycles[0].bundles.items()}
     for k in range(len(cycles) - 1):
         prev, cur = cycles[k], cycles[k + 1]
         for name, rb in cur.bundles.items():
-            old = prev.bundles.get(name)
-            if old is None or old.owner == rb.owner:
+            before = last_owner.get(name)
+            last_owner[name] = rb.owner
+            if before is None or before == rb.owner:
                 continue
+            old = RecordedBundle(before, 0.0, 0.0, 0.0, 0.0)
             if decisions is None:
                 alive = old.owner in cur.brokers and old.owner in prev.brokers
                 kind, inferred = ("shedding" if alive else "orphan"), True

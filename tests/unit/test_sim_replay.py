@@ -314,3 +314,21 @@ def test_the_recorded_pair_replayed_is_labelled_recorded() -> None:
     c = compare(_history(), _exact_lines(), CONFIG, recorded, pairs, 1, lambda _: None)
     same = [r for r in c["runs"] if r.get("recorded_pair")]
     assert same and all("recorded" in r["strategy"] for r in same)
+
+
+def test_an_orphan_listed_by_nobody_for_a_while_is_still_seen_moving() -> None:
+    """A broker leaves: its bundles are in no report until their new owner's, so the owner change shows
+    only against the owner they had before that stretch (the demo's leaving broker went unseen)."""
+    from balancer.sim.replay import RecordedDecision, observed_moves
+
+    cycles = _history(leaves={"b2": 12})
+    for k, c in enumerate(cycles):
+        if k < 10:
+            rb = c.bundles[BUNDLE]
+            c.bundles[BUNDLE] = RecordedBundle("b2", rb.rate_in, rb.rate_out, rb.tp_in, rb.tp_out)
+        elif k < 13:
+            del c.bundles[BUNDLE]  # b2 is leaving or gone: nobody lists the bundle
+    decided = [RecordedDecision(cycles[12].time_ms + 1, BUNDLE, "b2", "b1", "placement", "orphan_assigned")]
+    seen = observed_moves(cycles, decided)
+    assert [(m.cycle, m.source, m.destination, m.kind) for m in seen] == [(12, "b2", "b1", "orphan")]
+    assert [m.kind for m in observed_moves(cycles, None)] == ["orphan"]  # inferred: b2 no longer reports
