@@ -273,7 +273,7 @@ def _brokers(args: argparse.Namespace) -> int:
         if verb == "get-dynamic-config":
             cfg = call(a, "GET", "/config")
             dynamic = {k: cfg["values"][k] for k in cfg.get("dynamicKeys", []) if k in cfg["values"]}
-            return emit(a, dynamic, lambda: table(sorted(dynamic.items()), ["key", "value"]))
+            return emit(a, dynamic, lambda: table(sorted(dynamic.items()), ["key", "value"], left=2))
         if a.config_key or a.config_value:
             from balancer.errors import InvalidInput
 

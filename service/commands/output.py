@@ -65,14 +65,16 @@ def cell(v: Any) -> str:
     return str(v)
 
 
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], title: str | None = None) -> Any:
-    """A rich table: the first column left-aligned, the others (numbers) right-aligned."""
+def table(
+    rows: Sequence[Sequence[Any]], headers: Sequence[str], title: str | None = None, left: int = 1
+) -> Any:
+    """A rich table: the first ``left`` columns left-aligned (names), the others (numbers) right-aligned."""
     from rich import box
     from rich.table import Table
 
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     for i, h in enumerate(headers):
-        t.add_column(str(h), justify="left" if i == 0 else "right", no_wrap=i == 0)
+        t.add_column(str(h), justify="left" if i < left else "right", no_wrap=i == 0)
     for r in rows:
         t.add_row(*(cell(v) for v in r))
     return t
