@@ -79,6 +79,25 @@ def cli_hint(on_path: str | None, argv0: str) -> str:
     return here or "python -m service.commands.cli"
 
 
+def decision_line(
+    kind: str, bundle: str | None, source: str | None, destination: str | None, e: dict[str, Any]
+) -> str:
+    """One decision as the demo prints it: a move names both sides (never Python's None), a split its
+    children, a decision about no bundle (a config update) only its reason and message."""
+    why = f"[{e.get('reason', '')}] {e.get('message', '')}"
+    if not bundle:
+        return f"{kind}: {why}"
+    nums = e.get("numbers") or {}
+    if e.get("reason") in ("manual_split",) or kind == "split":
+        children = ", ".join(str(c) for c in nums.get("children") or [])
+        where = f" on {source}" if source else ""
+        return f"{kind}: split {bundle}{where}" + (f" into {children}" if children else "") + f"  {why}"
+    move = (
+        f" {source or '(unowned)'} -> {destination or '(placement decides)'}" if source or destination else ""
+    )
+    return f"{kind}: {bundle}{move}  {why}"
+
+
 def demo_config(opts: DemoOptions) -> LoadBalancerConfig:
     """Pulsar's defaults with the clock sped up so a demo converges in about a minute."""
     return LoadBalancerConfig.from_dict(
@@ -379,17 +398,7 @@ class Demo:
         fresh = [d for d in reversed(self.service.decisions(limit=200)) if d.id > self._seen_decision]
         if fresh:
             self._seen_decision = fresh[-1].id
-        out = []
-        for d in fresh:
-            e = d.explanation
-            # A placement has no source, a move left to placement no destination: say so, never "None".
-            move = (
-                f" {d.source or '(unowned)'} -> {d.destination or '(placement decides)'}"
-                if d.source or d.destination
-                else ""
-            )
-            out.append(f"{d.kind}: {d.bundle}{move}  [{e.get('reason', '')}] {e.get('message', '')}")
-        return out
+        return [decision_line(d.kind, d.bundle, d.source, d.destination, d.explanation) for d in fresh]
 
     def run(self, duration_s: float | None = None, refresh_s: float | None = None) -> None:
         """Watch until ``duration_s`` elapses or :meth:`stop`/Ctrl-C: a live view redrawn in place on a

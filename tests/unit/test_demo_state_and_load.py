@@ -130,3 +130,17 @@ def test_a_broker_leaves_and_returns_in_a_living_demo() -> None:
     steady = Demo(DemoOptions(brokers=4, living=False, publish_state=False))
     steady.started_at = 1000.0
     assert steady.churn(1000.0 + 250) is None
+
+
+def test_the_demo_prints_splits_and_config_updates_without_none() -> None:
+    from service.demo.cluster import decision_line
+
+    children = {"children": ["ns/a/0x10_0x18", "ns/a/0x18_0x20"]}
+    why = {"reason": "manual_split", "message": "operator split", "numbers": children}
+    split = decision_line("manual", "ns/a/0x10_0x20", "b1", None, why)
+    assert split.startswith("manual: split ns/a/0x10_0x20 on b1 into ns/a/0x10_0x18, ns/a/0x18_0x20")
+    assert "placement decides" not in split
+    config = decision_line("manual", None, None, None, {"reason": "config_update", "message": "changed"})
+    assert config == "manual: [config_update] changed" and "None" not in config
+    move = decision_line("shedding", "ns/a/0x0_0x1", "b1", None, {"reason": "balance", "message": "m"})
+    assert move == "shedding: ns/a/0x0_0x1 b1 -> (placement decides)  [balance] m"
