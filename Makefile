@@ -14,16 +14,21 @@ test: setup lint typecheck
 	bash scripts/run-tests.sh
 
 setup: check-java $(STAMP) pulsar
+	@bash scripts/install-shim.sh
 
 # Apache Pulsar's broker jars (pinned in deploy/pulsar/pom.xml) from Maven Central, cached outside git.
 pulsar:
 	@bash scripts/fetch-pulsar.sh
 
+# The editable install maps `service` and `balancer` to these very folders (setuptools' lenient mode:
+# new files are seen, nothing else of the checkout lands on sys.path); its notice that same-named
+# folders in the working directory take precedence is about exactly these folders, so it is silenced.
+# `make setup` then puts a `loadmgr` shim on PATH (scripts/install-shim.sh says where, or why not).
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark,pulsar]'
+	$(PY) -W 'ignore:Editable installation:UserWarning' -m pip install --quiet -e '.[dev,spark,pulsar]'
 	@touch $(STAMP)
 
 check-java:

@@ -330,18 +330,13 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java-properties-style ``key=value`` lines; ``#`` and ``!`` start comments."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            out[line] = ""
-            continue
-        out[line[:sep].strip()] = line[sep + 1 :].strip()
-    return out
+    """A Java ``.properties`` text (Pulsar's ``broker.conf``) as Java reads it: ``key=value``,
+    ``key: value`` and ``key value``, ``\\`` line continuations, escapes (``\\t``, ``\\uXXXX``), ``#`` and
+    ``!`` comments; a repeated key keeps its last value (the ``javaproperties`` library). Values are
+    trimmed, as Pulsar's configuration loader trims them."""
+    import javaproperties
+
+    return {str(k): str(v).strip() for k, v in javaproperties.loads(text).items()}
 
 
 def _config_error(e: ValidationError, values: Mapping[str, Any]) -> ConfigError:

@@ -28,6 +28,14 @@ if str(_ROOT) not in sys.path:
 
 from service.zookeeper.launcher import EmbeddedZooKeeper, four_letter_word  # noqa: E402
 
+# A demo started by a test records its addresses where CLI verbs look (service/demo/state.py): never in
+# the user's ~/.loadmgr, where a demo they run by hand keeps its own; and no CLI call of a test finds
+# the user's demo either. One file per test process (xdist workers each import this).
+if "LOADMGR_DEMO_STATE" not in os.environ or not os.environ.get("LOADMGR_TEST_KEEP_DEMO_STATE"):
+    import tempfile
+
+    os.environ["LOADMGR_DEMO_STATE"] = os.path.join(tempfile.mkdtemp(prefix="loadmgr-test-"), "demo.json")
+
 log = logging.getLogger(__name__)
 
 

@@ -97,3 +97,7 @@ def apply_event(
     elif kind == "_restore":
         for n in ev["bundles"]:
             cluster.bundles[n].rate /= ev["factor"]
+    elif kind == "_assign":  # a recorded operator move, replayed as it happened (what-if replay)
+        dest = brokers.get(ev["broker"])
+        if dest is not None and dest.alive and ev["bundle"] in cluster.bundles:
+            cluster.owners[ev["bundle"]] = ev["broker"]

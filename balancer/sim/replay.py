@@ -81,6 +81,89 @@ class RecordedCycle:
 
 
 @dataclass(frozen=True)
+class RecordedDecision:
+    """A decision about a bundle as the history's ``moves`` dataset holds it (the leader's decision log)."""
+
+    time_ms: int
+    bundle: str
+    source: str | None
+    destination: str | None
+    kind: str  # shedding, placement, split, manual
+    reason: str = ""
+
+
+# Who decided a move, by its kind: the replay re-decides only the leader's shedding moves.
+LEADER_KINDS = frozenset({"shedding"})
+OPERATOR_KINDS = frozenset({"manual"})
+
+
+def move_kind(kind: str, reason: str) -> str:
+    """The replay's name for a recorded decision: shedding, orphan, placement, split or manual."""
+    if kind == "placement":
+        return "orphan" if reason == "orphan_assigned" else "placement"
+    return kind
+
+
+@dataclass(frozen=True)
+class ObservedMove:
+    """A bundle whose owner changed between recorded cycles ``cycle`` and ``cycle + 1``, with the kind of
+    the decision behind it: from the recorded decisions when the history has them, else inferred
+    (``shedding`` when the old owner still reported, ``orphan`` otherwise), or ``unrecorded``."""
+
+    cycle: int
+    time_ms: int  # the recorded cycle that first shows the new owner
+    bundle: str
+    source: str
+    destination: str
+    kind: str
+    inferred: bool = False
+
+
+def observed_moves(
+    cycles: list[RecordedCycle], decisions: list[RecordedDecision] | None
+) -> list[ObservedMove]:
+    """Every owner change of the recorded cycles with its decision kind.
+
+    With ``decisions`` (histories that record them), an owner change takes the kind of the latest
+    applied decision about that bundle made before the cycle that shows it and not used by an earlier
+    change; none left is ``unrecorded``. Without (older histories), the kind is inferred as before.
+    """
+    by_bundle: dict[str, list[RecordedDecision]] = {}
+    for d in sorted(decisions or [], key=lambda d: d.time_ms):
+        by_bundle.setdefault(d.bundle, []).append(d)
+    used: dict[str, int] = {}  # bundle -> how many of its decisions are consumed
+    out: list[ObservedMove] = []
+    # The owner each bundle last had: an orphan is listed by no broker until its new owner reports, so
+    # its move shows only against the owner it had before those cycles.
+    last_owner = {name: rb.owner for name, rb in cycles[0].bundles.items()}
+    for k in range(len(cycles) - 1):
+        prev, cur = cycles[k], cycles[k + 1]
+        for name, rb in cur.bundles.items():
+            before = last_owner.get(name)
+            last_owner[name] = rb.owner
+            if before is None or before == rb.owner:
+                continue
+            old = RecordedBundle(before, 0.0, 0.0, 0.0, 0.0)
+            if decisions is None:
+                alive = old.owner in cur.brokers and old.owner in prev.brokers
+                kind, inferred = ("shedding" if alive else "orphan"), True
+            else:
+                mine = by_bundle.get(name, [])
+                start = used.get(name, 0)
+                upto = start
+                while upto < len(mine) and mine[upto].time_ms <= cur.time_ms:
+                    upto += 1
+                if upto > start:
+                    d = mine[upto - 1]
+                    kind, inferred = move_kind(d.kind, d.reason), False
+                    used[name] = upto
+                else:
+                    kind, inferred = "unrecorded", False
+            out.append(ObservedMove(k, cur.time_ms, name, old.owner, rb.owner, kind, inferred))
+    return out
+
+
+@dataclass(frozen=True)
 class CapacityLine:
     """The long-term job's per-broker fit ``msg rate = intercept + slope * cpu%`` (None: no spread)."""
 
@@ -151,6 +234,7 @@ class ReplaySimulation(Simulation):
         pair: StrategyPair,
         config: dict[str, Any],
         seed: int = 1,
+        operator: list[ObservedMove] | None = None,
     ) -> None:
         if len(cycles) < 2:
             raise InvalidInput("history", len(cycles), "a replay needs at least two recorded cycles")
@@ -189,6 +273,13 @@ class ReplaySimulation(Simulation):
             events += [{"type": "_up", "broker": b} for b in sorted(now - before)]
             if events:
                 self.schedule[k] = events
+        # An operator's moves are not the strategy's to decide: every replay makes them when the operator
+        # did (engine cycle k carries recorded cycle k + 1, the first to show the move).
+        for m in operator or []:
+            if m.cycle < len(cycles) - 1:
+                self.schedule.setdefault(m.cycle, []).append(
+                    {"type": "_assign", "bundle": m.bundle, "broker": m.destination}
+                )
         self._zero = Traffic(0.0, 0.0, 0.0, 0.0)
 
     def _traffic(self, k: int) -> dict[str, Traffic]:
@@ -224,37 +315,44 @@ def replay(
     pair: StrategyPair,
     config: dict[str, Any],
     seed: int = 1,
+    operator: list[ObservedMove] | None = None,
 ) -> SimResult:
-    return ReplaySimulation(cycles, model, pair, config, seed).run()
+    return ReplaySimulation(cycles, model, pair, config, seed, operator).run()
 
 
 def recorded_result(
-    cycles: list[RecordedCycle], model: ReplayModel, pair: StrategyPair, interval_minutes: float
+    cycles: list[RecordedCycle],
+    model: ReplayModel,
+    pair: StrategyPair,
+    interval_minutes: float,
+    observed: list[ObservedMove] | None = None,
 ) -> SimResult:
     """What the live leader did, as a :class:`SimResult` on the same cycle numbering as a replay.
 
     State ``k`` is the usage reported at recorded cycle ``k + 1`` (the interval after cycle ``k``'s
-    moves); a move is a bundle whose owner changed between cycles ``k`` and ``k + 1`` while its old
-    owner still reported (else the leader placed an orphan: a placement).
+    moves). Its moves are the leader's own shedding moves only (:func:`observed_moves`; by default
+    inferred); orphan placements count as placements; operator and unrecorded moves are neither.
     """
     states: list[CycleState] = []
     moves: list[MoveRecord] = []
     placements = 0
+    seen = observed if observed is not None else observed_moves(cycles, None)
+    per_cycle: dict[int, list[ObservedMove]] = {}
+    for m in seen:
+        per_cycle.setdefault(m.cycle, []).append(m)
     for k in range(len(cycles) - 1):
         prev, cur = cycles[k], cycles[k + 1]
         moved = 0
-        for name, rb in cur.bundles.items():
-            old = prev.bundles.get(name)
-            if old is None or old.owner == rb.owner:
-                continue
-            if old.owner in cur.brokers and old.owner in prev.brokers:
-                src, dst = prev.brokers.get(old.owner), prev.brokers.get(rb.owner)
+        for m in per_cycle.get(k, []):
+            if m.kind in LEADER_KINDS:
+                rb = cur.bundles[m.bundle]
+                src, dst = prev.brokers.get(m.source), prev.brokers.get(m.destination)
                 moves.append(
                     MoveRecord(
                         k,
-                        name,
-                        old.owner,
-                        rb.owner,
+                        m.bundle,
+                        m.source,
+                        m.destination,
                         rb.rate,
                         rb.tp_in + rb.tp_out,
                         src.utilisation if src else 0.0,
@@ -262,7 +360,7 @@ def recorded_result(
                     )
                 )
                 moved += 1
-            else:
+            elif m.kind in ("orphan", "placement"):
                 placements += 1
         states.append(_recorded_state(k, cur, model, moved))
     pre = _recorded_state(0, cycles[0], model, 0)

@@ -12,6 +12,7 @@ traffic scaled by its share of the hash range, so a split divides the load inste
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -62,6 +63,36 @@ class Phase(BaseModel):
     factors: dict[str, float]
 
 
+class Wave(BaseModel):
+    """A smooth daily rhythm: traffic times ``1 + amplitude * sin(2 pi (t / period_s + phase))``.
+
+    ``phases`` (bundle, namespace or ``*``; the most specific wins) shifts each tenant's day, so the
+    tenants peak at different times and the load moves between the brokers that serve them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    period_s: float = Field(600.0, gt=0)
+    amplitude: float = Field(0.4, ge=0, lt=1)
+    phases: dict[str, float] = Field(default_factory=dict)
+
+    def factor(self, keys: tuple[str, ...], elapsed_s: float) -> float:
+        phase = next((self.phases[k] for k in keys if k in self.phases), 0.0)
+        return 1.0 + self.amplitude * math.sin(2 * math.pi * (elapsed_s / self.period_s + phase))
+
+
+class Burst(BaseModel):
+    """From ``at_s`` for ``duration_s`` seconds, the traffic of ``key`` (bundle, namespace, ``*``) times
+    ``factor``: a tenant's batch job, a sale, a replay."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    at_s: float = Field(ge=0)
+    duration_s: float = Field(gt=0)
+    factor: float = Field(gt=0)
+
+
 class Scenario(BaseModel):
     """The whole simulated workload and how it turns into host usage."""
 
@@ -75,6 +106,9 @@ class Scenario(BaseModel):
     step_ms: int = Field(1000, gt=0, description="jitter changes once per step")
     start_ms: int = 0
     phases: list[Phase] = Field(default_factory=list)
+    wave: Wave | None = None
+    bursts: list[Burst] = Field(default_factory=list)
+    bursts_repeat_s: float | None = Field(None, gt=0, description="the bursts start over after this long")
     base_cpu_percent: float = Field(5.0, ge=0)
     cpu_percent_per_kmsg: float = Field(1.0, ge=0, description="CPU percent per 1000 msg/s")
     nic_limit_bytes: float = Field(125_000_000.0, gt=0, description="simulated NIC capacity, bytes/s")
@@ -113,15 +147,23 @@ class Scenario(BaseModel):
 
     def _phase_factor(self, bundle: str, now_ms: int) -> float:
         elapsed_s = (now_ms - self.start_ms) / 1000.0
+        keys = (bundle, split_bundle_name(bundle)[0], "*")
+        f = 1.0
+        if self.wave is not None:
+            f *= self.wave.factor(keys, elapsed_s)
+        if self.bursts:
+            t = elapsed_s % self.bursts_repeat_s if self.bursts_repeat_s else elapsed_s
+            for b in self.bursts:
+                if b.key in keys and b.at_s <= t < b.at_s + b.duration_s:
+                    f *= b.factor
         current = [p for p in self.phases if p.at_s <= elapsed_s]
         if not current:
-            return 1.0
+            return f
         factors = max(current, key=lambda p: p.at_s).factors
-        ns = split_bundle_name(bundle)[0]
-        for key in (bundle, ns, "*"):
+        for key in keys:
             if key in factors:
-                return factors[key]
-        return 1.0
+                return f * factors[key]
+        return f
 
     def bundle_stats(self, owned: Collection[str], now_ms: int) -> dict[str, NamespaceBundleStats]:
         out = {}
@@ -178,3 +220,47 @@ def skewed_scenario(
             throughput_out=throughput * f / 2,
         )
     return Scenario(seed=seed, namespaces={namespace: num_bundles}, bundles=bundles, **overrides)
+
+
+def living_scenario(
+    namespaces: Mapping[str, int],
+    seed: int,
+    msg_rate: float = 2000.0,
+    throughput: float = 2 * MB,
+    period_s: float = 600.0,
+    start_ms: int = 0,
+) -> Scenario:
+    """The demo's load that lives: each namespace's bundles around ``msg_rate`` (as
+    :func:`skewed_scenario`), a diurnal wave of ``period_s`` whose peak each tenant reaches at its own
+    (seeded) time, and seeded tenant bursts (x2-x3.5 for 45-90 s, one every 2.5-4 minutes), repeating
+    every hour. Deterministic for a seed: the same demo twice shows the same day."""
+    rnd = random.Random(f"living:{seed}")
+    bundles: dict[str, BundleLoad] = {}
+    for ns, count in namespaces.items():
+        bundles.update(skewed_scenario(ns, count, rnd.randrange(1 << 30), msg_rate, throughput).bundles)
+    phases = {ns: i / max(1, len(namespaces)) + rnd.uniform(-0.05, 0.05) for i, ns in enumerate(namespaces)}
+    bursts: list[Burst] = []
+    repeat_s = 3600.0
+    t = rnd.uniform(60.0, 120.0)
+    names = sorted(namespaces)
+    while t < repeat_s - 90.0:
+        bursts.append(
+            Burst(
+                key=rnd.choice(names),
+                at_s=round(t, 1),
+                duration_s=round(rnd.uniform(45.0, 90.0), 1),
+                factor=round(rnd.uniform(2.0, 3.5), 2),
+            )
+        )
+        t += rnd.uniform(150.0, 240.0)
+    return Scenario(
+        seed=seed,
+        namespaces=dict(namespaces),
+        bundles=bundles,
+        noise=0.05,
+        step_ms=5000,
+        start_ms=start_ms,
+        wave=Wave(period_s=period_s, amplitude=0.35, phases=phases),
+        bursts=bursts,
+        bursts_repeat_s=repeat_s,
+    )

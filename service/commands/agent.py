@@ -15,7 +15,7 @@ from balancer.errors import InvalidInput
 from service.broker.agent import BrokerAgent, SimulatedSource, StatsSource
 from service.broker.pulsar_source import PulsarBrokerSource
 from service.broker.workload import Scenario
-from service.commands import argtypes
+from service.commands import argtypes, endpoints
 from service.settings import Settings, secret
 from service.zookeeper.security import ZkSecurity
 from service.zookeeper.store import ZkStore
@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
         "--zk",
         default=None,
         type=argtypes.zk_hosts,
-        help="ZooKeeper connection string (default LOADMGR_ZK_HOSTS)",
+        help="ZooKeeper connection string (default LOADMGR_ZK_HOSTS, else a running demo's)",
     )
     p.add_argument(
         "--chroot", default=None, type=argtypes.chroot, help="ZooKeeper chroot (default LOADMGR_ZK_CHROOT)"
@@ -85,7 +85,7 @@ def register(sub: Any) -> None:
 def build_agent(args: argparse.Namespace, settings: Settings) -> BrokerAgent:
     config = settings.load_balancer_config(dict(os.environ))
     store = ZkStore(
-        args.zk or settings.zk_hosts,
+        endpoints.zk_hosts(args.zk) or settings.zk_hosts,  # --zk, LOADMGR_ZK_HOSTS, a running demo
         settings.zk_chroot if args.chroot is None else args.chroot,
         args.session_timeout or settings.zk_session_timeout_s,
         security=ZkSecurity.from_settings(settings),

@@ -1,10 +1,16 @@
 """Client sub-commands over the REST API: ``status``, ``brokers``, ``bundles``, ``unload``, ``split``,
-``dry-run``. Each prints a table, or the raw JSON with ``--json``."""
+``dry-run``, and the pulsar-admin-shaped ``brokers update-dynamic-config``. Each prints a table, or the
+answer as JSON or YAML with ``-o json|yaml`` (``--json`` too).
+
+Every verb finds its server by ``--url``, ``LOADMGR_URL``, a running ``loadmgr demo``, else
+``http://127.0.0.1:8080`` (:mod:`service.commands.endpoints`). A failure is one line on stderr; the exit
+code is 2 for the caller's mistake (an HTTP 4xx: unknown bundle, bad argument, missing token) and 1 when
+the server cannot be reached or fails (5xx), as for every other verb (:mod:`service.commands.cli`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -13,15 +19,26 @@ from typing import Any
 
 import httpx
 
-from service.commands import argtypes
+from service.commands import argtypes, endpoints
+from service.commands.output import add_output_args, emit, table
 from service.settings import secret
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_URL = endpoints.DEFAULT_URL
+EXIT_CALLER, EXIT_SERVER = 2, 1
+
+BUNDLE_HELP = (
+    "The bundle: tenant/namespace/0xLOWER_0xUPPER (as `loadmgr bundles` lists it), or tenant/namespace "
+    "with --bundle 0xLOWER_0xUPPER (pulsar-admin's form)"
+)
 
 
-def register(sub: Any) -> None:
+def common_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=None, help=f"REST base URL (env LOADMGR_URL, default {DEFAULT_URL})")
+    common.add_argument(
+        "--url",
+        default=None,
+        help=f"REST base URL (env LOADMGR_URL; default: the running demo's, else {DEFAULT_URL})",
+    )
     common.add_argument(
         "--token",
         default=None,
@@ -31,52 +48,121 @@ def register(sub: Any) -> None:
         "--token-file", default=None, help="File holding the token (env LOADMGR_API_TOKEN_FILE)"
     )
     common.add_argument("--cacert", default=None, help="CA bundle to verify an HTTPS server (env LOADMGR_CA)")
-    common.add_argument("--json", action="store_true", help="Print the JSON answer")
+    add_output_args(common)
+    return common
 
-    p = sub.add_parser("status", parents=[common], help="Leader, readiness and a broker summary")
-    p.set_defaults(func=_status)
-    p = sub.add_parser("brokers", parents=[common], help="Brokers with their load and scores")
-    p.add_argument("broker", nargs="?", help="Show one broker in detail")
-    p.set_defaults(func=_brokers)
-    p = sub.add_parser("bundles", parents=[common], help="Bundles with their owners and traffic")
-    p.add_argument("--namespace", help="Only this tenant/namespace")
-    p.add_argument("--broker", help="Only bundles owned by this broker")
-    p.set_defaults(func=_bundles)
-    p = sub.add_parser("unload", parents=[common], help="Unload a bundle (optionally to a broker)")
-    p.add_argument("bundle")
-    p.add_argument("--destination", help="Destination broker")
-    p.set_defaults(func=_unload)
-    p = sub.add_parser("split", parents=[common], help="Split a bundle")
-    p.add_argument("bundle")
+
+def add_bundle_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("bundle", metavar="BUNDLE|NAMESPACE", help=BUNDLE_HELP)
+    p.add_argument(
+        "-b", "--bundle", dest="bundle_range", metavar="RANGE", help="0xLOWER_0xUPPER of NAMESPACE"
+    )
+
+
+def add_split_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--algorithm",
+        "--split-algorithm",
+        dest="algorithm",
         help="range_equally_divide or specified_positions_divide (with --positions); "
         "topic_count_equally_divide and flow_or_qps_equally_divide need topic names, which only a "
         "leader splitting through Pulsar's admin API has (default: the leader's configured one)",
     )
     p.add_argument(
         "--positions",
+        "--split-boundaries",
+        dest="positions",
         type=argtypes.hash_positions,
         help="Comma-separated hash positions (specified_positions_divide)",
     )
     p.add_argument(
         "-u", "--unload", action="store_true", help="Also unload the children (pulsar-admin split-bundle -u)"
     )
+
+
+def register(sub: Any) -> None:
+    common = common_parser()
+    p = sub.add_parser("status", parents=[common], help="Leader, readiness and a broker summary")
+    p.set_defaults(func=_status)
+    p = sub.add_parser(
+        "brokers",
+        parents=[common],
+        help="Brokers with their load and scores; `brokers update-dynamic-config --config K --value V`",
+        description="`loadmgr brokers` lists the brokers, `loadmgr brokers BROKER` shows one, "
+        "`loadmgr brokers list` is the same as no argument, and `loadmgr brokers update-dynamic-config "
+        "--config KEY --value VALUE` changes a dynamic load-balancer key (pulsar-admin's verb; PUT /config).",
+    )
+    p.add_argument(
+        "broker",
+        nargs="?",
+        metavar="BROKER|list|update-dynamic-config|get-dynamic-config",
+        help="A broker id (host:port) to show in detail, or one of pulsar-admin's brokers verbs",
+    )
+    p.add_argument("--config", dest="config_key", help="update-dynamic-config: the Pulsar key")
+    p.add_argument("--value", dest="config_value", help="update-dynamic-config: its new value")
+    p.set_defaults(func=_brokers)
+    p = sub.add_parser("bundles", parents=[common], help="Bundles with their owners and traffic")
+    p.add_argument("--namespace", help="Only this tenant/namespace")
+    p.add_argument("--broker", help="Only bundles owned by this broker")
+    p.set_defaults(func=_bundles)
+    p = sub.add_parser(
+        "unload",
+        parents=[common],
+        help="Unload a bundle (optionally to a broker); also `namespaces unload NS --bundle R -d B`",
+    )
+    add_bundle_args(p)
+    p.add_argument(
+        "-d", "--destination", "--destinationBroker", dest="destination", help="Destination broker"
+    )
+    p.set_defaults(func=_unload)
+    p = sub.add_parser(
+        "split", parents=[common], help="Split a bundle; also `namespaces split-bundle NS --bundle R`"
+    )
+    add_bundle_args(p)
+    add_split_args(p)
     p.set_defaults(func=_split)
     p = sub.add_parser("dry-run", parents=[common], help="What shedding would move now, changing nothing")
     p.set_defaults(func=_dry_run)
 
 
 class ApiError(Exception):
+    """A failed call, said in one line: ``HTTP 404 UnknownBundle: no bundle public/default/0x..``."""
+
     def __init__(self, status: int, body: Any) -> None:
         self.status = status
         self.body = body
-        text = body if isinstance(body, str) else json.dumps(body)
-        super().__init__(f"HTTP {status}: {text}" if status else text)
+        super().__init__(error_line(status, body))
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CALLER if 400 <= self.status < 500 else EXIT_SERVER
+
+
+def _flat(detail: Any) -> str:
+    if isinstance(detail, dict):
+        msg = detail.get("message") or detail.get("msg")
+        rest = {k: v for k, v in detail.items() if k not in ("message", "msg")}
+        parts = [str(msg)] if msg else []
+        parts += [f"{k}={_flat(v)}" for k, v in rest.items()]
+        return "; ".join(parts)
+    if isinstance(detail, list):
+        return "; ".join(_flat(x) for x in detail)
+    return " ".join(str(detail).split())
+
+
+def error_line(status: int, body: Any) -> str:
+    if not status:
+        return str(body)
+    if isinstance(body, dict) and "error" in body:
+        detail = _flat(body.get("detail"))
+        text = f"{body['error']}: {detail}" if detail else str(body["error"])
+    else:
+        text = _flat(body) or "(no body)"
+    return f"HTTP {status} {text}"[:500]
 
 
 def _client(args: argparse.Namespace) -> httpx.Client:
-    url = args.url or os.environ.get("LOADMGR_URL") or DEFAULT_URL
+    url = endpoints.rest_url(args.url)
     token_file = args.token_file or os.environ.get("LOADMGR_API_TOKEN_FILE")
     token = secret(
         args.token or os.environ.get("LOADMGR_API_TOKEN"),
@@ -88,14 +174,16 @@ def _client(args: argparse.Namespace) -> httpx.Client:
     return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=15.0, verify=cacert or True)
 
 
-def _call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any:
+def call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any:
     try:
         with _client(args) as c:
             r = c.request(method, path, **kw)
     except httpx.HTTPError as e:
-        raise ApiError(
-            0, f"cannot reach {args.url or os.environ.get('LOADMGR_URL') or DEFAULT_URL}: {e}"
-        ) from e
+        url = endpoints.rest_url(args.url)
+        hint = ""
+        if url == DEFAULT_URL and not args.url and not os.environ.get("LOADMGR_URL"):
+            hint = " (no running demo found: start one with `make run`, or give --url or LOADMGR_URL)"
+        raise ApiError(0, f"cannot reach {url}: {e}{hint}") from e
     try:
         body = r.json()
     except ValueError:
@@ -105,38 +193,32 @@ def _call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any:
     return body
 
 
-def _run(args: argparse.Namespace, fn: Any) -> int:
+_call = call  # the name other modules used
+
+
+def run_api(args: argparse.Namespace, fn: Any) -> int:
     try:
         return int(fn(args))
     except ApiError as e:
         print(f"loadmgr: {e}", file=sys.stderr)
-        return 1
+        return e.exit_code
 
 
-def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
-    cells = [[str(h) for h in headers]] + [[_cell(v) for v in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = [
-        "  ".join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        )
-        for r in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+_run = run_api
 
 
-def _cell(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.1f}" if abs(v) >= 100 else f"{v:.3g}"
-    return str(v)
+def bundle_of(args: argparse.Namespace) -> str:
+    """``tenant/ns/0x.._0x..`` from either form; a malformed one is the caller's error, named."""
+    from balancer.bundles import split_bundle_name
 
-
-def _emit(args: argparse.Namespace, body: Any, text: str) -> int:
-    print(json.dumps(body, indent=2) if args.json else text)
-    return 0
+    name = str(args.bundle).strip()
+    if args.bundle_range:
+        rng = str(args.bundle_range).strip()
+        name = f"{name.rstrip('/')}/{rng}"
+        split_bundle_name(name)  # InvalidInput names the field and value
+        return name
+    split_bundle_name(name)
+    return name
 
 
 def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
@@ -158,43 +240,79 @@ def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
 BROKER_HEADERS = ["broker", "cpu%", "mem%", "bwIn%", "bwOut%", "msg/s", "MB/s", "bundles"]
 
 
+def leader_line(leader: Any) -> str:
+    """``leader: leader-8080 at http://127.0.0.1:8080 (this instance)``; never raw JSON."""
+    if not isinstance(leader, dict):
+        return "leader: (unknown)"
+    who = leader.get("leader") or {}
+    if not isinstance(who, dict) or not who:
+        return "leader: none elected (no decisions until one is)"
+    name = who.get("brokerId") or "?"
+    where = f" at {who['serviceUrl']}" if who.get("serviceUrl") else ""
+    mine = (
+        " (the instance answering)" if leader.get("isLeader") else f" (asked {leader.get('instance', '?')})"
+    )
+    return f"leader: {name}{where}{mine}"
+
+
 def _status(args: argparse.Namespace) -> int:
     def go(a: argparse.Namespace) -> int:
-        leader = _call(a, "GET", "/leader")
-        brokers = _call(a, "GET", "/brokers")
+        leader = call(a, "GET", "/leader")
+        brokers = call(a, "GET", "/brokers")
         body = {"leader": leader, "brokers": brokers}
-        who = (leader.get("leader") or {}) if isinstance(leader, dict) else {}
-        head = (
-            f"leader: {json.dumps(who) if who else '(none)'}   this instance leads: {leader.get('isLeader')}"
-        )
-        return _emit(a, body, head + "\n" + table(broker_rows(brokers), BROKER_HEADERS))
+        return emit(a, body, lambda: [leader_line(leader), table(broker_rows(brokers), BROKER_HEADERS)])
 
-    return _run(args, go)
+    return run_api(args, go)
 
 
 def _brokers(args: argparse.Namespace) -> int:
     def go(a: argparse.Namespace) -> int:
-        if a.broker:
-            b = _call(a, "GET", f"/brokers/{a.broker}")
-            scores = "\n".join(f"  {k}: {v:.4g}" for k, v in sorted(b["scores"].items()))
-            text = (
-                table(broker_rows([b]), BROKER_HEADERS)
-                + "\nscores:\n"
-                + scores
-                + "\nbundles:\n"
-                + "\n".join("  " + x for x in b["bundles"])
-            )
-            return _emit(a, b, text)
-        brokers = _call(a, "GET", "/brokers")
-        return _emit(a, brokers, table(broker_rows(brokers), BROKER_HEADERS))
+        verb = a.broker
+        if verb == "update-dynamic-config":
+            return _update_dynamic_config(a)
+        if verb == "get-dynamic-config":
+            cfg = call(a, "GET", "/config")
+            dynamic = {k: cfg["values"][k] for k in cfg.get("dynamicKeys", []) if k in cfg["values"]}
+            return emit(a, dynamic, lambda: table(sorted(dynamic.items()), ["key", "value"], left=2))
+        if a.config_key or a.config_value:
+            from balancer.errors import InvalidInput
 
-    return _run(args, go)
+            raise InvalidInput("--config/--value", a.config_key, "only with `brokers update-dynamic-config`")
+        if verb and verb != "list":
+            b = call(a, "GET", f"/brokers/{verb}")
+            scores = sorted((k, v) for k, v in b["scores"].items())
+            return emit(
+                a,
+                b,
+                lambda: [
+                    table(broker_rows([b]), BROKER_HEADERS),
+                    table(scores, ["score", "value"]),
+                    table([[x] for x in b["bundles"]], [f"bundles ({len(b['bundles'])})"]),
+                ],
+            )
+        brokers = call(a, "GET", "/brokers")
+        return emit(a, brokers, lambda: table(broker_rows(brokers), BROKER_HEADERS))
+
+    return run_api(args, go)
+
+
+def _update_dynamic_config(a: argparse.Namespace) -> int:
+    from balancer.errors import InvalidInput
+
+    if not a.config_key or a.config_value is None:
+        raise InvalidInput(
+            "--config/--value", a.config_key, "update-dynamic-config needs --config K --value V"
+        )
+    key, value = a.config_key.strip(), a.config_value
+    body = call(a, "PUT", "/config", json={key: value})
+    now = (body.get("values") or {}).get(key)
+    return emit(a, body, lambda: f"{key} = {now!r} (dynamic; the leader applies it from its next cycle)")
 
 
 def _bundles(args: argparse.Namespace) -> int:
     def go(a: argparse.Namespace) -> int:
         params = {k: v for k, v in (("namespace", a.namespace), ("broker", a.broker)) if v}
-        rows = _call(a, "GET", "/bundles", params=params)
+        rows = call(a, "GET", "/bundles", params=params)
         data = [
             [
                 r["bundle"],
@@ -205,9 +323,9 @@ def _bundles(args: argparse.Namespace) -> int:
             ]
             for r in rows
         ]
-        return _emit(a, rows, table(data, ["bundle", "owner", "msg/s", "MB/s", "topics"]))
+        return emit(a, rows, lambda: table(data, ["bundle", "owner", "msg/s", "MB/s", "topics"]))
 
-    return _run(args, go)
+    return run_api(args, go)
 
 
 def move_text(source: str | None, destination: str | None) -> str:
@@ -217,41 +335,65 @@ def move_text(source: str | None, destination: str | None) -> str:
     return f" {source or '(unowned)'} -> {destination or '(placement decides)'}"
 
 
-def _decision_text(d: dict[str, Any]) -> str:
+def _why(d: dict[str, Any]) -> str:
     expl = d.get("explanation") or {}
-    why = expl.get("message") or expl.get("reason") or ""
+    return str(expl.get("message") or expl.get("reason") or "")
+
+
+def decision_text(d: dict[str, Any]) -> str:
+    why = _why(d)
     move = move_text(d.get("source"), d.get("destination"))
     return f"{d.get('kind', 'decision')}: {d.get('bundle', '')}{move}" + (f"  ({why})" if why else "")
 
 
-def _unload(args: argparse.Namespace) -> int:
-    def go(a: argparse.Namespace) -> int:
-        body = {"destinationBroker": a.destination} if a.destination else None
-        r = _call(a, "POST", f"/bundles/{a.bundle}/unload", json=body)
-        return _emit(a, r, _decision_text(r.get("decision") or {}))
+_decision_text = decision_text
 
-    return _run(args, go)
+
+def split_text(d: dict[str, Any]) -> str:
+    """``split public/default/0x.._0x.. on broker-1:8081 into A and B (range_equally_divide)``."""
+    nums = (d.get("explanation") or {}).get("numbers") or {}
+    children = [str(c) for c in nums.get("children") or []]
+    owner = f" on {d['source']}" if d.get("source") else ""
+    into = " into " + ", ".join(children) if children else ""
+    alg = f" ({nums['algorithm']})" if nums.get("algorithm") else ""
+    after = (
+        "; children unloaded, placement decides their brokers"
+        if nums.get("unload")
+        else (f"; children stay on {d['source']}" if d.get("source") else "")
+    )
+    return f"split {d.get('bundle', '')}{owner}{into}{alg}{after}"
+
+
+def do_unload(a: argparse.Namespace, bundle: str, destination: str | None) -> int:
+    body = {"destinationBroker": destination} if destination else None
+    r = call(a, "POST", f"/bundles/{bundle}/unload", json=body)
+    return emit(a, r, lambda: decision_text(r.get("decision") or {}))
+
+
+def do_split(a: argparse.Namespace, bundle: str) -> int:
+    body: dict[str, Any] = {}
+    if a.algorithm:
+        body["algorithm"] = a.algorithm
+    if a.positions:
+        body["positions"] = a.positions  # parsed and range-checked by argparse
+    if a.unload:
+        body["unload"] = True
+    r = call(a, "POST", f"/bundles/{bundle}/split", json=body)
+    return emit(a, r, lambda: split_text(r.get("decision") or {}))
+
+
+def _unload(args: argparse.Namespace) -> int:
+    return run_api(args, lambda a: do_unload(a, bundle_of(a), a.destination))
 
 
 def _split(args: argparse.Namespace) -> int:
-    def go(a: argparse.Namespace) -> int:
-        body: dict[str, Any] = {}
-        if a.algorithm:
-            body["algorithm"] = a.algorithm
-        if a.positions:
-            body["positions"] = a.positions  # parsed and range-checked by argparse
-        if a.unload:
-            body["unload"] = True
-        r = _call(a, "POST", f"/bundles/{a.bundle}/split", json=body)
-        return _emit(a, r, _decision_text(r.get("decision") or {}))
-
-    return _run(args, go)
+    return run_api(args, lambda a: do_split(a, bundle_of(a)))
 
 
 def _dry_run(args: argparse.Namespace) -> int:
     def go(a: argparse.Namespace) -> int:
-        r = _call(a, "POST", "/shedding/dry-run")
-        rows = [
+        r = call(a, "POST", "/shedding/dry-run")
+        rows: Sequence[Sequence[Any]] = [
             [
                 m.get("bundle"),
                 m.get("source"),
@@ -260,10 +402,13 @@ def _dry_run(args: argparse.Namespace) -> int:
             ]
             for m in r["moves"]
         ]
-        text = table(rows, ["bundle", "from", "to", "reason"]) if rows else "nothing to move"
         summary = (r.get("shedding") or {}).get("summary") or {}
-        if summary:
-            text += f"\n{summary.get('reason', '')}: {summary.get('message', '')}"
-        return _emit(a, r, text)
+        tail = f"{summary.get('reason', '')}: {summary.get('message', '')}" if summary else ""
 
-    return _run(args, go)
+        def render() -> list[Any]:
+            out: list[Any] = [table(rows, ["bundle", "from", "to", "reason"]) if rows else "nothing to move"]
+            return [*out, tail] if tail else out
+
+        return emit(a, r, render)
+
+    return run_api(args, go)

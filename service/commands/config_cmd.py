@@ -79,7 +79,9 @@ def leader_config(url: str) -> tuple[LoadBalancerConfig, str] | None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    url = args.url or os.environ.get("LOADMGR_URL") or DEFAULT_URL
+    from service.commands.endpoints import rest_url
+
+    url = rest_url(args.url)  # --url, LOADMGR_URL, a running demo, else the default
     found = None if args.local or args.broker_conf else leader_config(url)
     if found is not None:
         config, source = found

@@ -32,8 +32,21 @@ def register(sub: Any) -> None:
         "metrics side by side with the recorded run.",
         epilog="Exit codes: 0 done, 2 bad arguments, 3 history range missing or under two cycles.",
     )
-    p.add_argument("--history", required=True, help="History URI (a directory, file://, hdfs://, s3a://)")
-    p.add_argument("--from", dest="start", default=EPOCH, help="Start, ISO-8601, inclusive (default: all)")
+    p.add_argument(
+        "--history",
+        default=None,
+        help="History URI (a directory, file://, hdfs://, s3a://); default: the running demo's, else "
+        "./var/history",
+    )
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--from", dest="start", default=None, help="Start, ISO-8601, inclusive (default: all)")
+    when.add_argument(
+        "--last",
+        type=duration_ms,
+        default=None,
+        metavar="DURATION",
+        help="Only the last DURATION before --to: 30m, 2h, 1d, 90s",
+    )
     p.add_argument("--to", dest="end", default=None, help="End, ISO-8601, exclusive (default: now)")
     p.add_argument(
         "--strategy",
@@ -62,6 +75,29 @@ def register(sub: Any) -> None:
     p.set_defaults(func=_run)
 
 
+def duration_ms(text: str) -> int:
+    """``30m``, ``2h``, ``1d``, ``90s`` or ``1h30m`` in milliseconds (argparse type: a bad one is exit 2)."""
+    import re
+
+    units = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+    spec = text.strip().lower()
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhdw])", spec)
+    if not parts or "".join(n + u for n, u in parts) != spec:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a duration such as 30m, 2h, 1d or 1h30m")
+    ms = int(sum(float(n) * units[u] for n, u in parts))
+    if ms <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be longer than zero")
+    return ms
+
+
+def default_history() -> str:
+    """The running demo's history, else ``./var/history`` (where ``make run`` records)."""
+    from service.demo.state import read_state
+
+    demo = read_state()
+    return demo.history if demo is not None and demo.history else "./var/history"
+
+
 @dataclass
 class ReplayOptions:
     history: str
@@ -86,12 +122,13 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         if not sep or not key.strip():
             raise InvalidInput("--set", item, "expected KEY=VALUE with a Pulsar config key")
         overrides[key.strip()] = value.strip()
-    start = parse_time(args.start, "--from")
     end = parse_time(args.end, "--to") if args.end else int(time.time() * 1000) + 1
+    last = getattr(args, "last", None)
+    start = end - last if last else parse_time(args.start or EPOCH, "--from")
     if start >= end:
         raise InvalidInput("--from", args.start, f"must be before --to ({args.end})")
     return ReplayOptions(
-        history=args.history,
+        history=args.history or default_history(),
         start_ms=start,
         end_ms=end,
         strategies=args.strategies,
@@ -122,6 +159,29 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_EMPTY
 
 
+def check_range(options: ReplayOptions) -> str:
+    """Says what the history holds (from its cycle manifest, without Spark) and fails at once when the
+    range holds none of it, naming both, instead of a Spark run ending in "0 usable cycles"."""
+    from service.longterm.history_meta import recorded_span, span_text
+    from service.longterm.input import EmptyHistory
+
+    span = recorded_span(options.history)
+    held = f"the history at {options.history} {span_text(span)}"
+    if span is not None and (span[1] < options.start_ms or span[0] >= options.end_ms):
+        raise EmptyHistory(f"no recorded cycle in {_range_text(options)}; {held}")
+    return held
+
+
+def _range_text(options: ReplayOptions) -> str:
+    from datetime import UTC, datetime
+
+    def at(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+    start = "the beginning" if options.start_ms <= 0 else at(options.start_ms)
+    return f"[{start}, {at(options.end_ms)}) UTC"
+
+
 def run(options: ReplayOptions, spark: Any = None) -> int:
     from service.commands.replay_output import print_table, write_json, write_plots
     from service.longterm.input import build_spark
@@ -130,20 +190,29 @@ def run(options: ReplayOptions, spark: Any = None) -> int:
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    from service.longterm.input import EmptyHistory
+
     config, recorded, config_source = recorded_setup(options)
     pairs = chosen_pairs(options.strategies, recorded)  # bad labels fail before Spark starts
+    held = check_range(options)  # an empty range fails before Spark starts too
+    say(f"[replay] {held}; replaying {_range_text(options)}")
     own_spark = spark is None
     spark = spark or build_spark(options.master)
     try:
         if own_spark:
             tune_session(spark)
         t = time.monotonic()
-        data = extract(spark, options.history, options.start_ms, options.end_ms, say)
+        try:
+            data = extract(spark, options.history, options.start_ms, options.end_ms, say)
+        except EmptyHistory as e:
+            raise EmptyHistory(f"{e} ({_range_text(options)}; {held})") from None
         extract_s = time.monotonic() - t
     finally:
         if own_spark:
             spark.stop()
-    comparison = compare(data.cycles, data.lines, config, recorded, pairs, options.seed, say)
+    comparison = compare(
+        data.cycles, data.lines, config, recorded, pairs, options.seed, say, decisions=data.decisions
+    )
     comparison.update(
         {
             "history": options.history,
@@ -217,45 +286,72 @@ def compare(
     pairs: list[Any],
     seed: int,
     say: Any,
+    decisions: list[Any] | None = None,
 ) -> dict[str, Any]:
-    """Replays every pair and scores them beside the recorded run; a JSON-able dict."""
+    """Replays every pair and scores them beside the recorded run; a JSON-able dict.
+
+    ``decisions`` (the history's recorded decisions) tell the leader's moves from an operator's: only the
+    leader's shedding moves count as the live leader's, and every replay makes the operator's moves
+    itself when the operator did. Without them (older histories) the kinds are inferred and said so.
+    """
     from balancer.sim.metrics import quality
     from balancer.sim.replay import (
         ASSUMPTIONS,
+        LEADER_KINDS,
+        OPERATOR_KINDS,
         build_model,
         model_error,
+        observed_moves,
         recorded_result,
         replay,
         replay_error,
         util_spread,
     )
 
-    gaps = [b.time_ms - a.time_ms for a, b in itertools.pairwise(cycles)]
-    interval_min = statistics.median(gaps) / 60_000
+    steps = [b.time_ms - a.time_ms for a, b in itertools.pairwise(cycles)]
+    interval_min = statistics.median(steps) / 60_000
+    observed = observed_moves(cycles, decisions)
+    operator = [m for m in observed if m.kind in OPERATOR_KINDS]
     # The replay's clock is the recorded one: the grace period and the averaging windows count cycles
     # of the interval the leader really ran at, which may differ from the recorded config's key.
     config = {**config, "loadBalancerSheddingIntervalMinutes": interval_min}
     model = build_model(cycles, lines)
-    live = recorded_result(cycles, model, recorded, interval_min)
+    live = recorded_result(cycles, model, recorded, interval_min, observed)
     runs: list[dict[str, Any]] = [
         {"strategy": "live leader (recorded)", "recorded": True, **_summary(quality(live), live, util_spread)}
     ]
     errors: dict[str, Any] = {}
     for pair in pairs:
         t = time.monotonic()
-        result = replay(cycles, model, pair, config, seed)
+        result = replay(cycles, model, pair, config, seed, operator)
         took = time.monotonic() - t
         say(f"[replay] {pair.label}: {len(result.cycles)} cycles, {len(result.moves)} moves in {took:.1f} s")
         same = (pair.shedder, pair.placement) == (recorded.shedder, recorded.placement)
-        entry = {"strategy": pair.label, "recorded": False, "recorded_pair": same, "seconds": round(took, 3)}
+        label = pair.label if not same or "(recorded" in pair.label else f"{pair.label} (recorded pair)"
+        entry = {"strategy": label, "recorded": False, "recorded_pair": same, "seconds": round(took, 3)}
         runs.append(entry | _summary(quality(result), result, util_spread))
         if same:
             errors = {b: e.to_dict() for b, e in replay_error(result, cycles).items()}
+    by_kind: dict[str, int] = {}
+    for m in observed:
+        by_kind[m.kind] = by_kind.get(m.kind, 0) + 1
     return {
         "assumptions": list(ASSUMPTIONS),
         "cycles": len(cycles),
         "interval_minutes": interval_min,
         "start_ms": cycles[0].time_ms,
+        "end_ms": cycles[-1].time_ms,
+        "span_minutes": (cycles[-1].time_ms - cycles[0].time_ms) / 60_000,
+        "gaps": time_gaps([c.time_ms for c in cycles], statistics.median(steps)),
+        # the time of each replayed state (state k is what recorded cycle k + 1 reported)
+        "state_times_ms": [c.time_ms for c in cycles[1:]],
+        "decisions_recorded": decisions is not None,
+        "moves_by_kind": dict(sorted(by_kind.items())),
+        "leader_moves": [_move_dict(m) for m in observed if m.kind in LEADER_KINDS],
+        "operator_moves": [_move_dict(m) for m in operator],
+        "other_moves": [
+            _move_dict(m) for m in observed if m.kind not in LEADER_KINDS and m.kind not in OPERATOR_KINDS
+        ],
         "brokers": sorted(model.slope),
         "bundles": len({b for c in cycles for b in c.bundles}),
         "model": {
@@ -271,6 +367,28 @@ def compare(
         "recorded_replay_error": errors,
         "model_error": {b: e.to_dict() for b, e in model_error(cycles, model).items()},
         "runs": runs,
+    }
+
+
+def time_gaps(times: list[int], step_ms: float, factor: float = 3.0) -> list[dict[str, Any]]:
+    """Stretches with no recorded cycle: consecutive cycles more than ``factor`` usual steps apart (the
+    leader stopped, lost leadership or its history writer fell behind)."""
+    return [
+        {"from_ms": a, "to_ms": b, "minutes": (b - a) / 60_000}
+        for a, b in itertools.pairwise(times)
+        if b - a > factor * step_ms
+    ]
+
+
+def _move_dict(m: Any) -> dict[str, Any]:
+    return {
+        "cycle": m.cycle,
+        "time_ms": m.time_ms,
+        "bundle": m.bundle,
+        "source": m.source,
+        "destination": m.destination,
+        "kind": m.kind,
+        "inferred": m.inferred,
     }
 
 

@@ -1,4 +1,5 @@
-"""``loadmgr simulate``: run one scenario against one strategy pair and write the quality as JSON."""
+"""``loadmgr simulate``: run one scenario against one strategy pair and score the balancing: a table by
+default, ``-o json|yaml`` (or ``--json``) for the whole result, ``--out FILE`` to write it to a file."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from balancer.sim.engine import PAIRS, pair_named, simulate
 from balancer.sim.metrics import quality, rate_ratio
 from service.commands import argtypes
+from service.commands.output import add_output_args, emit, table
 from service.commands.scenario_files import load_scenario, scenario_names
 
 
@@ -26,7 +28,8 @@ def register(sub: Any) -> None:
         "--scale", type=argtypes.positive_float, default=1.0, help="multiply broker counts (small versions)"
     )
     p.add_argument("--cycles", type=argtypes.positive_int, help="override the scenario's number of cycles")
-    p.add_argument("--out", help="write the JSON here instead of stdout")
+    p.add_argument("--out", help="also write the result here (JSON, or YAML with -o yaml)")
+    add_output_args(p)
     p.add_argument("--series", action="store_true", help="include per-cycle utilisation min/mean/max")
     p.add_argument("--list", action="store_true", help="list scenarios and strategy pairs")
     p.set_defaults(func=_run)
@@ -71,10 +74,19 @@ def _run(args: argparse.Namespace) -> int:
         print("loadmgr simulate: --scenario is required (or --list)", file=sys.stderr)
         return 2
     out = run_one(args.scenario, args.strategy, args.seed, args.scale, args.cycles, args.series)
-    text = json.dumps(out, indent=2, allow_nan=False)
+    json.dumps(out, allow_nan=False)  # a NaN/inf is a bug, not output
     if args.out:
+        from service.commands.output import dump
+
+        fmt = "yaml" if args.output == "yaml" else "json"
         with open(args.out, "w") as f:
-            f.write(text + "\n")
-    else:
-        print(text)
-    return 0
+            f.write(dump(out, fmt) + "\n")
+        print(f"wrote {args.out}", file=sys.stderr)
+
+    def render() -> list[Any]:
+        q = out["quality"]
+        rows = [[k, v] for k, v in q.items() if not isinstance(v, list | dict)]
+        head = f"{args.scenario} under {args.strategy} (seed {args.seed}): {out['description']}"
+        return [head, table(rows, ["metric", "value"])]
+
+    return emit(args, out, render)

@@ -41,6 +41,19 @@ class DemoOptions:
     balanced_cpu_spread: float = 15.0
     # where the leader appends its cycles as Parquet (what ``loadmgr replay`` reads); None records nothing
     history: str | None = None
+    # A load that lives (``loadmgr demo`` without --steady): two more tenants, a diurnal wave of
+    # ``day_s`` seconds with each tenant peaking at its own time, seeded tenant bursts, and one broker
+    # leaving for ``churn_down_s`` seconds every ``churn_period_s`` (the first time after 4 minutes).
+    living: bool = False
+    # Record the addresses in the state file every CLI verb reads (off for a second demo in one process)
+    publish_state: bool = True
+    day_s: float = 600.0
+    churn_period_s: float = 600.0
+    churn_down_s: float = 120.0
+
+
+# The tenants a living demo adds beside public/default, with their bundle counts.
+TENANTS = {"acme/orders": 4, "globex/events": 4}
 
 
 def free_port(preferred: int) -> int:
@@ -55,6 +68,36 @@ def free_port(preferred: int) -> int:
     raise OSError("no free port")
 
 
+def cli_hint(on_path: str | None, argv0: str) -> str:
+    """What a user types in another terminal to reach this demo: ``loadmgr`` when that is on PATH,
+    else the full path of the command that started the demo."""
+    import os
+
+    if on_path:
+        return "loadmgr"
+    here = os.path.abspath(argv0) if argv0 and os.path.basename(argv0) == "loadmgr" else None
+    return here or "python -m service.commands.cli"
+
+
+def decision_line(
+    kind: str, bundle: str | None, source: str | None, destination: str | None, e: dict[str, Any]
+) -> str:
+    """One decision as the demo prints it: a move names both sides (never Python's None), a split its
+    children, a decision about no bundle (a config update) only its reason and message."""
+    why = f"[{e.get('reason', '')}] {e.get('message', '')}"
+    if not bundle:
+        return f"{kind}: {why}"
+    nums = e.get("numbers") or {}
+    if e.get("reason") in ("manual_split",) or kind == "split":
+        children = ", ".join(str(c) for c in nums.get("children") or [])
+        where = f" on {source}" if source else ""
+        return f"{kind}: split {bundle}{where}" + (f" into {children}" if children else "") + f"  {why}"
+    move = (
+        f" {source or '(unowned)'} -> {destination or '(placement decides)'}" if source or destination else ""
+    )
+    return f"{kind}: {bundle}{move}  {why}"
+
+
 def demo_config(opts: DemoOptions) -> LoadBalancerConfig:
     """Pulsar's defaults with the clock sped up so a demo converges in about a minute."""
     return LoadBalancerConfig.from_dict(
@@ -65,6 +108,8 @@ def demo_config(opts: DemoOptions) -> LoadBalancerConfig:
             "loadBalancerSheddingGracePeriodMinutes": 0.5,
             "loadBalancerResourceQuotaUpdateIntervalMinutes": 0.25,
             "loadBalancerReportUpdateMinIntervalMillis": 1000,
+            # a report at least every 30 s (Pulsar: 15 minutes), the demo's clock being sped up
+            "loadBalancerReportUpdateMaxIntervalMinutes": 0.5,
             "loadBalancerHistoryResourcePercentage": 0.5,
             "loadBalancerAutoBundleSplitEnabled": False,
             # the simulated brokers move a few MB/s, far below Pulsar's 10 MB/s floor for shedding
@@ -93,6 +138,10 @@ class Demo:
         self._stop = threading.Event()
         self._seen_decision = 0
         self._say_live: Callable[[str], None] | None = None
+        self.namespaces = {NAMESPACE: self.opts.bundles, **(TENANTS if self.opts.living else {})}
+        self.scenario: Any = None
+        self.away: str | None = None  # the broker that left (living demo)
+        self._churns = 0
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -133,20 +182,53 @@ class Demo:
         self._say(
             f"load manager leading; REST API at {self.url} (docs {self.url}/docs, metrics {self.url}/metrics)"
         )
-        self.service.create_namespace(NAMESPACE, self.opts.bundles)
+        self._say(f"ZooKeeper at {self._zk.hosts} (no auth: loopback only, this demo's own)")
+        if self.opts.publish_state:
+            self._publish_state()
+        self.scenario = self._scenario()
+        for ns, count in self.namespaces.items():
+            self.service.create_namespace(ns, count)
+        total = sum(self.namespaces.values())
         self._start_agent(self.broker_ids[0])
-        self.service.wait_until(lambda: self._owned_count(self.broker_ids[0]) == self.opts.bundles, 30)
+        self.service.wait_until(lambda: self._owned_count(self.broker_ids[0]) == total, 30)
         self.skewed_at_start = self.ownership_counts()
         self._say(
-            f"all {self.opts.bundles} bundles of {NAMESPACE} start on {self.broker_ids[0]}; "
+            f"all {total} bundles of {', '.join(self.namespaces)} start on {self.broker_ids[0]}; "
             f"starting {len(self.broker_ids) - 1} more brokers"
         )
+        if self.opts.living:
+            self._say(
+                f"the load lives: a {self.opts.day_s / 60:.0f}-minute day (each tenant peaks at its own "
+                f"time), tenant bursts every few minutes, a broker leaving for "
+                f"{self.opts.churn_down_s:.0f} s every {self.opts.churn_period_s / 60:.0f} minutes"
+            )
         for broker in self.broker_ids[1:]:
             self._start_agent(broker)
         self.started_at = time.monotonic()
 
+    def _publish_state(self) -> None:
+        """Records the addresses where every CLI verb looks (:mod:`service.demo.state`) and says what
+        to type in a second terminal."""
+        import os
+        import shutil
+
+        from service.demo.state import DemoState, write_state
+
+        history = os.path.abspath(self.opts.history) if self.opts.history else None
+        written = write_state(DemoState(os.getpid(), self.url, self._zk.hosts, history))
+        self._state_written = written is not None
+        where = f"recorded in {written}" if written else "not recorded (state file not writable)"
+        self._say(f"addresses {where}: every loadmgr verb finds this demo without --url/--zk")
+        self._say(f"in a second terminal: {cli_hint(shutil.which('loadmgr'), sys.argv[0])} status")
+
     def stop(self) -> None:
         self._stop.set()
+        if getattr(self, "_state_written", False):
+            import os
+
+            from service.demo.state import remove_state
+
+            remove_state(os.getpid())
         if self._server is not None:
             self._server.should_exit = True
         if self._server_thread is not None:
@@ -192,12 +274,9 @@ class Demo:
 
     def _start_agent(self, broker_id: str) -> None:
         from service.broker.agent import BrokerAgent, SimulatedSource
-        from service.broker.workload import skewed_scenario
         from service.zookeeper.store import ZkStore
 
-        scenario = skewed_scenario(
-            NAMESPACE, self.opts.bundles, self.opts.seed, msg_rate=self.opts.msg_rate_per_bundle
-        )
+        scenario = self.scenario
         store = ZkStore(self._zk.hosts, "", 6.0)
         store.start()
         agent = BrokerAgent(
@@ -211,6 +290,51 @@ class Demo:
         agent.start()
         self.agents.append(agent)
 
+    def _scenario(self) -> Any:
+        from service.broker.workload import living_scenario, skewed_scenario
+
+        if not self.opts.living:
+            return skewed_scenario(
+                NAMESPACE, self.opts.bundles, self.opts.seed, msg_rate=self.opts.msg_rate_per_bundle
+            )
+        return living_scenario(
+            self.namespaces,
+            self.opts.seed,
+            msg_rate=self.opts.msg_rate_per_bundle,
+            period_s=self.opts.day_s,
+            start_ms=int(time.time() * 1000),
+        )
+
+    def churn(self, now: float | None = None) -> str | None:
+        """Living demo: one broker (a different one each time) leaves for ``churn_down_s`` every
+        ``churn_period_s``, first 4 minutes in; what happened, or None. Called from the watch loop."""
+        if not self.opts.living or self.started_at == 0.0 or len(self.broker_ids) < 3:
+            return None
+        t = (now if now is not None else time.monotonic()) - self.started_at - 240.0
+        if t < 0:
+            return None
+        in_period = t % self.opts.churn_period_s
+        if self.away is None and in_period < self.opts.churn_down_s:
+            # never the first broker: the demo's story starts from it
+            broker = self.broker_ids[1 + self._churns % (len(self.broker_ids) - 1)]
+            self._churns += 1
+            self._stop_agent(broker)
+            self.away = broker
+            return f"{broker} leaves (its bundles are orphans; the leader places them elsewhere)"
+        if self.away is not None and in_period >= self.opts.churn_down_s:
+            broker, self.away = self.away, None
+            self._start_agent(broker)
+            return f"{broker} returns (empty; shedding fills it again)"
+        return None
+
+    def _stop_agent(self, broker: str) -> None:
+        for agent in [a for a in self.agents if a.broker_id == broker]:
+            with contextlib.suppress(Exception):
+                agent.stop(release=False)
+            with contextlib.suppress(Exception):
+                agent.store.stop()
+            self.agents.remove(agent)
+
     # ---- watching -------------------------------------------------------------------------------
     def ownership_counts(self) -> dict[str, int]:
         view = self.service.view()
@@ -222,17 +346,26 @@ class Demo:
     def _owned_count(self, broker: str) -> int:
         return self.ownership_counts().get(broker, 0)
 
+    def present(self) -> list[str]:
+        """The brokers that should be up (all but the one a living demo sent away)."""
+        return [b for b in self.broker_ids if b != self.away]
+
     def cpu_spread(self) -> float | None:
         brokers = self.service.view().brokers
-        if len(brokers) < len(self.broker_ids):
+        present = [brokers[b] for b in self.present() if b in brokers]
+        if len(present) < len(self.present()):
             return None
-        cpus = [float(d.cpu.percent_usage()) for d in brokers.values()]
+        cpus = [float(d.cpu.percent_usage()) for d in present]
         return max(cpus) - min(cpus)
 
     def is_balanced(self) -> bool:
         spread = self.cpu_spread()
         counts = self.ownership_counts()
-        return spread is not None and spread <= self.opts.balanced_cpu_spread and min(counts.values()) > 0
+        return (
+            spread is not None
+            and spread <= self.opts.balanced_cpu_spread
+            and min(counts.get(b, 0) for b in self.present()) > 0
+        )
 
     def wait_balanced(self, timeout_s: float) -> bool:
         ok = bool(self.service.wait_until(self.is_balanced, timeout_s))
@@ -265,17 +398,7 @@ class Demo:
         fresh = [d for d in reversed(self.service.decisions(limit=200)) if d.id > self._seen_decision]
         if fresh:
             self._seen_decision = fresh[-1].id
-        out = []
-        for d in fresh:
-            e = d.explanation
-            # A placement has no source, a move left to placement no destination: say so, never "None".
-            move = (
-                f" {d.source or '(unowned)'} -> {d.destination or '(placement decides)'}"
-                if d.source or d.destination
-                else ""
-            )
-            out.append(f"{d.kind}: {d.bundle}{move}  [{e.get('reason', '')}] {e.get('message', '')}")
-        return out
+        return [decision_line(d.kind, d.bundle, d.source, d.destination, d.explanation) for d in fresh]
 
     def run(self, duration_s: float | None = None, refresh_s: float | None = None) -> None:
         """Watch until ``duration_s`` elapses or :meth:`stop`/Ctrl-C: a live view redrawn in place on a
@@ -290,6 +413,9 @@ class Demo:
             for line in self.new_decisions():
                 self._say(line)
             self._check_balanced()
+            event = self.churn()
+            if event:
+                self._say(event)
             if time.monotonic() >= next_table:
                 self._say("\n" + self.table())
                 next_table = time.monotonic() + refresh_s
@@ -310,6 +436,9 @@ class Demo:
                 while not self._stop.is_set() and (end is None or time.monotonic() < end):
                     view.poll()
                     self._check_balanced()
+                    event = self.churn()
+                    if event:
+                        view.note(event)
                     live.update(view.render())
                     self._stop.wait(0.5)
         finally:

@@ -29,6 +29,13 @@ def sparkline(values: list[float], top: float | None = None) -> str:
     return "".join(SPARK[min(last, max(0, round(v / scale * last)))] for v in values)
 
 
+def _age(last_update_ms: int) -> str:
+    """How old a broker's load report is: a demo whose reports stop ageing is alive."""
+    if last_update_ms <= 0:
+        return "-"
+    return f"{max(0.0, time.time() - last_update_ms / 1000):.0f} s"
+
+
 class LiveView:
     """What one redraw shows; ``poll()`` takes in new decisions and the current spread."""
 
@@ -65,12 +72,13 @@ class LiveView:
             ("msg/s", "right"),
             ("MB/s", "right"),
             ("bundles", "right"),
+            ("report age", "right"),
         ):
             table.add_column(name, justify=justify)  # type: ignore[arg-type]
         for broker in demo.broker_ids:
             d = view.brokers.get(broker)
             if d is None:
-                table.add_row(broker, "(down)", "", "", "", "")
+                table.add_row(broker, "(down)", "", "", "", "", "")
                 continue
             cpu = d.cpu.percent_usage()
             table.add_row(
@@ -80,6 +88,7 @@ class LiveView:
                 f"{d.msg_rate_in + d.msg_rate_out:,.0f}",
                 f"{d.msg_throughput / 1e6:.2f}",
                 str(counts.get(broker, 0)),
+                _age(d.last_update),
             )
         return table
 

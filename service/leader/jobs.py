@@ -86,7 +86,11 @@ class LeaderJobs(SplitJobs):
 
     def _record(self, kind: Any, explanation: Explanation, **kw: Any) -> DecisionRecord:
         explanation.numbers.setdefault("leaderEpoch", self.epoch())
-        return self.decisions.add(now_ms(), kind, explanation, **kw)
+        record = self.decisions.add(now_ms(), kind, explanation, **kw)
+        # Each move goes into the history with its kind, so a replay tells the leader's from an operator's.
+        if self.history is not None and record.bundle and hasattr(self.history, "append_decision"):
+            self.history.append_decision(record)
+        return record
 
     # ---- shedding ----------------------------------------------------------------------------------
     def shedding_cycle(

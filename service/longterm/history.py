@@ -88,7 +88,22 @@ BROKER_SCHEMA = pa.schema(
 
 CYCLE_SCHEMA = pa.schema([("time", pa.int64()), ("bundles", pa.int64()), ("brokers", pa.int64())])
 
-DATASETS = {"bundles": BUNDLE_SCHEMA, "brokers": BROKER_SCHEMA, "cycles": CYCLE_SCHEMA}
+# One row per decision about a bundle (a move, a placement, a split), as the leader logged it: ``kind`` is
+# the decision log's (shedding, placement, split, manual), ``reason`` its explanation's reason code
+# (orphan_assigned, manual_unload, manual_split, ...), ``applied`` false for a move that was refused.
+MOVE_SCHEMA = pa.schema(
+    [
+        ("time", pa.int64()),
+        ("bundle", pa.string()),
+        ("source", pa.string()),
+        ("destination", pa.string()),
+        ("kind", pa.string()),
+        ("reason", pa.string()),
+        ("applied", pa.bool_()),
+    ]
+)
+
+DATASETS = {"bundles": BUNDLE_SCHEMA, "brokers": BROKER_SCHEMA, "cycles": CYCLE_SCHEMA, "moves": MOVE_SCHEMA}
 
 # Spark names object stores by its Hadoop connector (s3a://); pyarrow knows the same store as s3://.
 _SCHEME_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
@@ -167,11 +182,14 @@ class SinkStats:
     cycles_dropped: int = 0  # queue full: the writer is behind
     cycles_stale: int = 0  # time did not advance past the previous cycle
     files_written: int = 0
-    rows_written: dict[str, int] = field(default_factory=lambda: {"bundles": 0, "brokers": 0, "cycles": 0})
+    rows_written: dict[str, int] = field(
+        default_factory=lambda: {"bundles": 0, "brokers": 0, "cycles": 0, "moves": 0}
+    )
     write_errors: int = 0
 
 
 _STOP = object()
+_DECISION = "decision"
 
 
 class HistorySink:
@@ -214,6 +232,27 @@ class HistorySink:
             return
         with self._lock:
             self.stats.cycles_queued += 1
+
+    def append_decision(self, record: Any) -> None:
+        """Queue a decision about a bundle (a ``DecisionRecord``) for the ``moves`` dataset; never blocks."""
+        expl = record.explanation if isinstance(record.explanation, dict) else {}
+        row = (
+            int(record.time_ms),
+            str(record.bundle),
+            record.source,
+            record.destination,
+            str(record.kind),
+            str(expl.get("reason") or ""),
+            bool(record.applied),
+        )
+        with self._lock:
+            if self._closed:
+                return
+        try:
+            self._queue.put_nowait((_DECISION, row))
+        except queue.Full:
+            with self._lock:
+                self.stats.cycles_dropped += 1
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, then stop the writer; never waits longer than ``timeout`` seconds
@@ -260,7 +299,13 @@ class HistorySink:
     def _write_cycles(self, cycles: list[Any]) -> None:
         # Group every queued cycle by partition so a backlog becomes one file per hour, not per cycle.
         groups: dict[tuple[str, str, str], list[tuple[Any, ...]]] = defaultdict(list)
-        for now_ms, brokers, owners in cycles:
+        for item in cycles:
+            if item[0] == _DECISION:
+                row = item[1]
+                date, hour = partition_of(row[0])
+                groups[("moves", date, hour)].append(row)
+                continue
+            now_ms, brokers, owners = item
             date, hour = partition_of(now_ms)
             b_rows = bundle_rows(now_ms, brokers, owners)
             groups[("bundles", date, hour)].extend(b_rows)

@@ -58,3 +58,43 @@ def read_meta(uri: str) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         return None, f"{META_NAME} has no 'config' object: Pulsar's default config assumed"
     return doc, f"config recorded in {META_NAME} when the history writer started"
+
+
+def recorded_span(uri: str) -> tuple[int, int, int] | None:
+    """(first, last cycle time in ms, cycle count) from the history's ``cycles`` manifest, read with
+    pyarrow in a fraction of a second; None when it cannot be read (no manifest, a store pyarrow cannot
+    open): the caller then leaves it to Spark. Lets ``replay`` say what a history holds before Spark."""
+    try:
+        import pyarrow.dataset as ds
+
+        fs, root, _ = resolve_filesystem(uri)
+        info = fs.get_file_info(f"{root}/cycles")
+        if info.type != pafs.FileType.Directory:
+            return None
+        table = ds.dataset(f"{root}/cycles", filesystem=fs, format="parquet", partitioning="hive").to_table(
+            columns=["time"]
+        )
+    except Exception as e:  # hostile or foreign files: no pre-check, Spark reports what it finds
+        log.debug("no cycle span for %s: %s", uri, e)
+        return None
+    if table.num_rows == 0:
+        return None
+    import pyarrow.compute as pc
+
+    times = table.column("time")
+    lo, hi = pc.min(times).as_py(), pc.max(times).as_py()
+    if not isinstance(lo, int) or not isinstance(hi, int):
+        return None
+    return lo, hi, table.num_rows
+
+
+def span_text(span: tuple[int, int, int] | None) -> str:
+    """``holds 412 cycles from 2026-11-26 23:42:46 to 2026-11-27 00:12:40 UTC`` (or says it is unknown)."""
+    if span is None:
+        return "holds no readable cycle manifest"
+    from datetime import UTC, datetime
+
+    def at(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+    return f"holds {span[2]} cycles from {at(span[0])} to {at(span[1])} UTC"

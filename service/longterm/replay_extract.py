@@ -20,7 +20,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from balancer.sim.replay import CapacityLine, RecordedBroker, RecordedBundle, RecordedCycle
+from balancer.sim.replay import (
+    CapacityLine,
+    RecordedBroker,
+    RecordedBundle,
+    RecordedCycle,
+    RecordedDecision,
+)
 from service.longterm.compute import capacity_of
 from service.longterm.input import VALUES, EmptyHistory, good_number, read_range, valid_bundle_row
 
@@ -41,6 +47,8 @@ class Extracted:
     bundle_rows: int
     broker_rows: int
     steps: list[str] = field(default_factory=list)
+    # The leader's recorded decisions about bundles (None: a history written before they were recorded)
+    decisions: list[RecordedDecision] | None = None
 
 
 # A history holds one small file per recorded cycle and dataset (a few KB for a demo-sized cluster). At
@@ -104,6 +112,7 @@ class Fetched:
     bundles: pa.Table
     fits: list[dict[str, Any]]
     bad_brokers: int
+    moves: pa.Table | None = None
 
 
 def fetch(spark: SparkSession, uri: str, start_ms: int, end_ms: int) -> Fetched:
@@ -117,7 +126,35 @@ def fetch(spark: SparkSession, uri: str, start_ms: int, end_ms: int) -> Fetched:
     finally:
         raw_brokers.unpersist()
     bundles = bundle_rows(read_range(spark, uri, "bundles", start_ms, end_ms)).toArrow()
-    return Fetched(brokers, bundles, fits, bad)
+    try:
+        moves = read_range(spark, uri, "moves", start_ms, end_ms).select(*MOVE_COLUMNS).toArrow()
+    except EmptyHistory:  # written before decisions were recorded: the replay infers their kinds
+        moves = None
+    return Fetched(brokers, bundles, fits, bad, moves)
+
+
+MOVE_COLUMNS = ("time", "bundle", "source", "destination", "kind", "reason", "applied")
+
+
+def decisions_of(moves: pa.Table | None) -> list[RecordedDecision] | None:
+    """The applied decisions about a bundle, oldest first; None when the history has none recorded."""
+    if moves is None:
+        return None
+    out = []
+    for row in moves.to_pylist():
+        if not row.get("applied") or not row.get("bundle") or not isinstance(row.get("time"), int):
+            continue
+        out.append(
+            RecordedDecision(
+                row["time"],
+                str(row["bundle"]),
+                row.get("source"),
+                row.get("destination"),
+                str(row.get("kind") or ""),
+                str(row.get("reason") or ""),
+            )
+        )
+    return sorted(out, key=lambda d: d.time_ms)
 
 
 def extract(
@@ -177,7 +214,7 @@ def assemble(got: Fetched) -> Extracted:
         bundles = dict(zip(names, map(RecordedBundle, *cols), strict=True))
         bundle_count += len(bundles)
         cycles.append(RecordedCycle(t, bundles, present))
-    return Extracted(cycles, lines, bundle_count, broker_count)
+    return Extracted(cycles, lines, bundle_count, broker_count, decisions=decisions_of(got.moves))
 
 
 def _broker(

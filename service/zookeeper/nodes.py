@@ -35,6 +35,8 @@ from service.zookeeper.validate import BadNode, MalformedLog, decode, path_kind
 from service.zookeeper.wire import AUTH_FAILED, json_bytes, translated
 
 log = logging.getLogger(__name__)
+# ZooKeeper connection strings already warned about as world-writable (see connect)
+_WARNED_OPEN: set[str] = set()
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
 PIPELINE = 512  # reads in flight per batch: enough to hide the round trip, few enough to bound memory
@@ -115,7 +117,9 @@ class JsonZk:
         except BaseException:
             self.stop()
             raise
-        if self.security.open:
+        if self.security.open and self.hosts not in _WARNED_OPEN:
+            # Once per ZooKeeper and process: every session of the demo's agents would repeat it.
+            _WARNED_OPEN.add(self.hosts)
             log.warning(
                 "ZooKeeper nodes created by loadmgr are world-writable (%s): anyone who reaches "
                 "ZooKeeper can rewrite them, the leader node included; set LOADMGR_ZK_AUTH",

@@ -38,7 +38,8 @@ def scratch_demo() -> Iterator[Demo]:
     behavioural tests on ``demo`` check. Not waited on to balance: brokers report, that is enough."""
     if shutil.which("java") is None:
         pytest.skip("the demo needs Java 17+ for its embedded ZooKeeper")
-    d = Demo(DemoOptions(brokers=2, bundles=4, port=0, token=TOKEN, shed_interval_s=3.0), out=io.StringIO())
+    opts = DemoOptions(brokers=2, bundles=4, port=0, token=TOKEN, shed_interval_s=3.0, publish_state=False)
+    d = Demo(opts, out=io.StringIO())
     try:
         d.start()
         yield d

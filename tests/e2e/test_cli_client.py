@@ -24,7 +24,7 @@ def test_client_commands(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None
     assert main(["dry-run", "--json", *url]) == 0
     assert json.loads(capsys.readouterr().out)["changed"] is False
     bundle = json.loads(_run(["bundles", "--json", *url], capsys))[0]["bundle"]
-    assert main(["unload", bundle, *url]) == 1  # no token: refused
+    assert main(["unload", bundle, *url]) == 2  # no token: refused, the caller's to fix
     assert "401" in capsys.readouterr().err
     dest = demo.broker_ids[-1]
     assert main(["unload", bundle, "--destination", dest, "--token", demo.opts.token or "", *url]) == 0

@@ -95,14 +95,17 @@ def test_replay_command_compares_strategies_with_the_live_leader(
     assert c["recorded_strategy"] == "ThresholdShedder+LeastResourceUsageWithWeight (recorded)"
     assert "_loadmgr.json" in c["config_source"]
     labels = [r["strategy"] for r in c["runs"]]
-    # the recorded pair is a default one: it runs once, marked as the recorded strategy replayed
+    # the recorded pair is a default one: it runs once, labelled as the recorded pair replayed
     assert labels == [
-        "live leader (recorded)", "Threshold+LRUW", "Uniform+LLTMR", "Overload+LLTMR", "AvgShedder",
-        "BalancedShedder",
+        "live leader (recorded)", "Threshold+LRUW (recorded pair)", "Uniform+LLTMR", "Overload+LLTMR",
+        "AvgShedder", "BalancedShedder",
     ]  # fmt: skip
-    assert [r["strategy"] for r in c["runs"] if r.get("recorded_pair")] == ["Threshold+LRUW"]
+    assert [r["strategy"] for r in c["runs"] if r.get("recorded_pair")] == ["Threshold+LRUW (recorded pair)"]
     live = c["runs"][0]["quality"]
     assert live["unloads"] == 6  # the leader's recorded moves, b1 -> b3
+    # this history predates recorded decisions: their kinds are inferred, and the output says so
+    assert c["decisions_recorded"] is False and c["moves_by_kind"]["shedding"] == 6
+    assert "inferred: this history records no decision kinds" in text
     assert c["interval_minutes"] == STEP_MS / 60_000
     for label in labels:
         assert label in text

@@ -119,3 +119,25 @@ def test_dynamic_flags_and_types_follow_pulsars_service_configuration() -> None:
     assert e.value.field == "loadBalancerAvgShedderLowThreshold"
     with pytest.raises(ConfigError):
         c.with_updates({"loadBalancerEnabled": False}, dynamic_only=True)
+
+
+def test_broker_conf_is_read_as_java_reads_properties() -> None:
+    """Issue 34: the hand-written parser missed continuations, escapes and the ``key value`` form."""
+    from balancer.config import parse_properties
+
+    text = (
+        "loadBalancerSheddingExcludedNamespaces=public/a, \\\n"
+        "    public/b\n"
+        "loadBalancerBrokerOverloadedThresholdPercentage 70\n"
+        "loadBalancerLoadSheddingStrategy: org.apache.pulsar.broker.loadbalance.impl.\\u0054hresholdShedder\n"
+        "! a comment\n"
+        "loadBalancerHistoryResourcePercentage = 0.8   \n"
+    )
+    props = parse_properties(text)
+    assert props["loadBalancerSheddingExcludedNamespaces"] == "public/a, public/b"
+    assert props["loadBalancerBrokerOverloadedThresholdPercentage"] == "70"
+    assert props["loadBalancerHistoryResourcePercentage"] == "0.8"
+    c = LoadBalancerConfig.from_broker_conf(text)
+    assert c.loadBalancerSheddingExcludedNamespaces == ["public/a", "public/b"]
+    assert c.loadBalancerBrokerOverloadedThresholdPercentage == 70
+    assert c.loadBalancerLoadSheddingStrategy.endswith(".ThresholdShedder")

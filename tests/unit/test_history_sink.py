@@ -79,7 +79,7 @@ def test_rows_layout_and_partitions(tmp_path: Path) -> None:
     assert any(f.startswith(f"bundles/date={date}/hour=22/part-") for f in files)
     assert any(f.startswith(f"brokers/date={date}/hour=23/part-") for f in files)
     assert not [f for f in files if "/_" in f or "/." in f], "temporary files left behind"
-    assert sink.stats.rows_written == {"bundles": 4, "brokers": 4, "cycles": 2}
+    assert sink.stats.rows_written == {"bundles": 4, "brokers": 4, "cycles": 2, "moves": 0}
 
 
 def test_cycle_manifest_has_one_row_per_written_cycle(tmp_path: Path) -> None:
@@ -295,3 +295,29 @@ def test_a_cycle_that_cannot_become_rows_is_counted_and_the_writer_goes_on(
     sink.close()
     assert sink.stats.write_errors == 1
     assert {r["time"] for r in _read(tmp_path, "bundles")} == {T0 + 1000}
+
+
+def test_decisions_are_recorded_with_their_kind(tmp_path: Path) -> None:
+    """Each decision about a bundle lands in ``moves/`` with its kind and reason (issue 34: the replay
+    told an operator's unload from the leader's shedding only by guessing)."""
+    from service.leader.cluster_view import DecisionRecord
+
+    def rec(i: int, kind: Any, reason: str, dest: str | None, applied: bool = True) -> DecisionRecord:
+        return DecisionRecord(
+            id=i, time_ms=T0 + i, kind=kind, bundle="t/ns/0x00000000_0x80000000", source="b1",
+            destination=dest, applied=applied, explanation={"reason": reason, "message": "m"},
+        )  # fmt: skip
+
+    sink = HistorySink(str(tmp_path))
+    sink.append_decision(rec(1, "shedding", "overloaded", "b2"))
+    sink.append_decision(rec(2, "manual", "manual_unload", None))
+    sink.append_decision(rec(3, "shedding", "overloaded", "b2", applied=False))
+    sink.append_cycle(T0 + 10, _load(), OWNERS)
+    sink.close()
+    rows = _read(tmp_path, "moves")
+    assert [(r["kind"], r["reason"], r["destination"], r["applied"]) for r in rows] == [
+        ("shedding", "overloaded", "b2", True),
+        ("manual", "manual_unload", None, True),
+        ("shedding", "overloaded", "b2", False),
+    ]
+    assert sink.stats.rows_written["moves"] == 3

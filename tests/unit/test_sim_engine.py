@@ -123,3 +123,21 @@ def test_scenarios_parse_from_a_dict_without_io() -> None:
     assert (s.name, s.cycles, s.groups[0].count) == ("tiny", 3, 2)
     with pytest.raises(InvalidInput, match=r"tiny\.groups"):
         scenarios.parse_scenario({"name": "tiny", "groups": [{"prefix": "b", "count": 1, "colour": 1}]})
+
+
+def test_simulate_prints_a_table_or_json_or_yaml(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34: simulate printed only JSON and spelled its output flag --out; now -o as every verb."""
+    import json
+
+    import yaml
+
+    from service.commands.cli import main
+
+    argv = ["simulate", "--scenario", "seed_90_10", "--cycles", "3"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "seed_90_10 under BalancedShedder" in text and "unloads" in text and "{" not in text
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["quality"]["cycles"] == 3
+    assert main([*argv, "-o", "yaml"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["quality"]["scenario"] == "seed_90_10"

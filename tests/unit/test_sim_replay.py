@@ -209,3 +209,126 @@ def test_history_meta_round_trip_and_garbage(tmp_path: object) -> None:
     assert doc is None and "unreadable" in why
     (root / META_NAME).write_text('{"config": 3}')
     assert read_meta(str(root))[0] is None
+
+
+def _with_operator_unload(cycles: list[RecordedCycle], at: int, bundle: str, dest: str) -> None:
+    """From recorded cycle ``at`` on, ``bundle`` is owned by ``dest`` (an operator's unload to it)."""
+    for c in cycles[at:]:
+        rb = c.bundles[bundle]
+        c.bundles[bundle] = RecordedBundle(dest, rb.rate_in, rb.rate_out, rb.tp_in, rb.tp_out)
+
+
+def _gapped(cycles: list[RecordedCycle], after: int, gap_ms: int) -> list[RecordedCycle]:
+    return [
+        RecordedCycle(c.time_ms + (gap_ms if k > after else 0), c.bundles, c.brokers)
+        for k, c in enumerate(cycles)
+    ]
+
+
+BUNDLE = "t/ns/0x00000003_0x00000004"
+
+
+def test_an_operator_unload_is_not_counted_as_the_leaders_move() -> None:
+    """Issue 34: without decision kinds an operator's unload was counted as a live leader move; with
+    the recorded decisions it is the operator's, and the replay makes it rather than re-deciding it."""
+    from balancer.sim.replay import RecordedDecision, ReplaySimulation, observed_moves
+
+    cycles = _history()
+    _with_operator_unload(cycles, 10, BUNDLE, "b2")
+    model = build_model(cycles, _exact_lines())
+    # Inferred (a history without decisions): the old owner still reported, so it looks like shedding.
+    guessed = observed_moves(cycles, None)
+    assert [(m.kind, m.inferred) for m in guessed] == [("shedding", True)]
+    assert len(recorded_result(cycles, model, RECORDED, 1.0).moves) == 1
+    decided = [RecordedDecision(cycles[9].time_ms + 500, BUNDLE, "b1", "b2", "manual", "manual_unload")]
+    seen = observed_moves(cycles, decided)
+    assert [(m.cycle, m.bundle, m.source, m.destination, m.kind) for m in seen] == [
+        (9, BUNDLE, "b1", "b2", "manual")
+    ]
+    live = recorded_result(cycles, model, RECORDED, 1.0, seen)
+    assert live.moves == [] and live.placements == 0
+    # The recorded pair never sheds here (b1 is far below OverloadShedder's threshold): the only owner
+    # change of its replay is the operator's, made at the recorded time.
+    sim = ReplaySimulation(cycles, model, RECORDED, CONFIG, 1, operator=seen)
+    result = sim.run()
+    assert result.moves == []
+    assert sim.cluster.owners[BUNDLE] == "b2"
+    assert {"type": "_assign", "bundle": BUNDLE, "broker": "b2"} in sim.schedule[9]
+
+
+def test_a_decision_recorded_for_another_bundle_or_later_does_not_explain_a_move() -> None:
+    from balancer.sim.replay import RecordedDecision, observed_moves
+
+    cycles = _history()
+    _with_operator_unload(cycles, 10, BUNDLE, "b2")
+    later = [RecordedDecision(cycles[12].time_ms, BUNDLE, "b1", "b2", "shedding", "overloaded")]
+    other = [RecordedDecision(cycles[9].time_ms, "t/ns/0x00000001_0x00000002", "b1", "b2", "shedding", "")]
+    assert [m.kind for m in observed_moves(cycles, later)] == ["unrecorded"]
+    assert [m.kind for m in observed_moves(cycles, other)] == ["unrecorded"]
+    assert [m.kind for m in observed_moves(cycles, [])] == ["unrecorded"]
+
+
+def test_replay_report_keeps_real_time_gaps_and_separates_the_operator(tmp_path: object) -> None:
+    """A history with an 11-minute gap is reported over its real span with the gap named, the operator's
+    unload apart from the leader's moves, and plots over real time with the gap left blank."""
+    import io
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from balancer.sim.replay import RecordedDecision
+    from service.commands.replay import chosen_pairs, compare
+    from service.commands.replay_output import _broken, _minutes, print_table, write_plots
+
+    cycles = _gapped(_history(), after=14, gap_ms=11 * STEP_MS)
+    _with_operator_unload(cycles, 20, BUNDLE, "b3")
+    decided = [RecordedDecision(cycles[19].time_ms + 1, BUNDLE, "b1", "b3", "manual", "manual_unload")]
+    pairs = chosen_pairs(["BalancedShedder"], RECORDED)
+    c = compare(cycles, _exact_lines(), CONFIG, RECORDED, pairs, 1, lambda _: None, decisions=decided)
+    assert c["span_minutes"] == pytest.approx(29 + 11)  # not 30 cycles x 1 minute
+    assert [round(g["minutes"]) for g in c["gaps"]] == [12]
+    assert c["moves_by_kind"] == {"manual": 1} and c["leader_moves"] == []
+    assert [m["bundle"] for m in c["operator_moves"]] == [BUNDLE]
+    live = next(r for r in c["runs"] if r["recorded"])
+    assert live["quality"]["unloads"] == 0
+    xs = _minutes(c)
+    assert xs[14] - xs[13] == pytest.approx(12.0)  # real time: the gap is on the x axis
+    gx, gy = _broken(xs, live["util_spread"], [(14.0, 26.0)])
+    assert len(gx) == len(xs) + 1 and math.isnan(gy[14])
+    out = io.StringIO()
+    print_table(c, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "40.0 min" in text and "1 gap: 12.0 min without cycles" in text
+    assert "operator: 1 move(s)" in text and BUNDLE in text
+    assert "live leader: 0 shedding moves" in text
+    pngs = write_plots(c, str(Path(str(tmp_path)) / "plots"))
+    assert len(pngs) == 2
+
+
+def test_the_recorded_pair_replayed_is_labelled_recorded() -> None:
+    from service.commands.replay import chosen_pairs, compare
+
+    recorded = StrategyPair("BalancedShedder+LeastResourceUsageWithWeight (recorded)", "BalancedShedder",
+                            "LeastResourceUsageWithWeight")  # fmt: skip
+    pairs = chosen_pairs(["BalancedShedder"], recorded)
+    c = compare(_history(), _exact_lines(), CONFIG, recorded, pairs, 1, lambda _: None)
+    same = [r for r in c["runs"] if r.get("recorded_pair")]
+    assert same and all("recorded" in r["strategy"] for r in same)
+
+
+def test_an_orphan_listed_by_nobody_for_a_while_is_still_seen_moving() -> None:
+    """A broker leaves: its bundles are in no report until their new owner's, so the owner change shows
+    only against the owner they had before that stretch (the demo's leaving broker went unseen)."""
+    from balancer.sim.replay import RecordedDecision, observed_moves
+
+    cycles = _history(leaves={"b2": 12})
+    for k, c in enumerate(cycles):
+        if k < 10:
+            rb = c.bundles[BUNDLE]
+            c.bundles[BUNDLE] = RecordedBundle("b2", rb.rate_in, rb.rate_out, rb.tp_in, rb.tp_out)
+        elif k < 13:
+            del c.bundles[BUNDLE]  # b2 is leaving or gone: nobody lists the bundle
+    decided = [RecordedDecision(cycles[12].time_ms + 1, BUNDLE, "b2", "b1", "placement", "orphan_assigned")]
+    seen = observed_moves(cycles, decided)
+    assert [(m.cycle, m.source, m.destination, m.kind) for m in seen] == [(12, "b2", "b1", "orphan")]
+    assert [m.kind for m in observed_moves(cycles, None)] == ["orphan"]  # inferred: b2 no longer reports
