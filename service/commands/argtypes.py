@@ -11,7 +11,7 @@ import argparse
 import math
 from pathlib import Path
 
-from service.zookeeper.hosts import check_hosts
+from service.zookeeper.session.hosts import check_hosts
 
 MAX_PORT = 65535
 HASH_SPACE = 2**32  # Pulsar's bundle ranges cover [0, 2^32]

@@ -1,6 +1,6 @@
 """``loadmgr namespaces create|list|delete|policies``: namespace administration on ZooKeeper.
 
-The nodes written are Pulsar's own (:mod:`service.zookeeper.namespaces`), so what ``pulsar-admin
+The nodes written are Pulsar's own (:mod:`service.zookeeper.metadata.namespaces`), so what ``pulsar-admin
 namespaces create``, ``set-anti-affinity-group`` and ``ns-isolation-policy set`` would leave behind
 is what a standalone loadmgr cluster gets, without kazoo.
 """
@@ -46,8 +46,8 @@ def register(sub: Any) -> None:
 
 
 def _admin(args: argparse.Namespace) -> Any:
-    from service.zookeeper.namespaces import NamespaceAdmin
-    from service.zookeeper.store import ZkStore
+    from service.zookeeper.metadata.namespaces import NamespaceAdmin
+    from service.zookeeper.metadata.store import ZkStore
 
     overrides = {k: v for k, v in (("zk_hosts", args.zk), ("zk_chroot", args.chroot)) if v is not None}
     settings = Settings(**overrides)

@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 from service.commands import argtypes
-from service.zookeeper.ensemble import ENSEMBLE_SIZES
+from service.zookeeper.server.ensemble import ENSEMBLE_SIZES
 
 
 def register(sub: Any) -> None:
@@ -51,7 +51,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
     from pydantic import ValidationError
 
     from service.settings import Settings
-    from service.zookeeper.launcher import EmbeddedZooKeeper
+    from service.zookeeper.server.launcher import EmbeddedZooKeeper
 
     heap_mb = args.heap_mb
     if heap_mb is None:
@@ -78,7 +78,7 @@ def _serve(args: argparse.Namespace, stop: threading.Event) -> int:
 
 
 def _run_ensemble(args: argparse.Namespace, stop: threading.Event) -> int:
-    from service.zookeeper.ensemble import ZooKeeperEnsemble
+    from service.zookeeper.server.ensemble import ZooKeeperEnsemble
 
     if args.ensemble not in ENSEMBLE_SIZES:
         print(f"loadmgr: --ensemble {args.ensemble}: must be one of {', '.join(map(str, ENSEMBLE_SIZES))}")

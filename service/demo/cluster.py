@@ -97,7 +97,7 @@ class Demo:
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         from service.leader.service import LoadManagerService
-        from service.zookeeper.launcher import EmbeddedZooKeeper
+        from service.zookeeper.server.launcher import EmbeddedZooKeeper
 
         self._say("starting ZooKeeper ...")
         self._zk = EmbeddedZooKeeper()
@@ -193,7 +193,7 @@ class Demo:
     def _start_agent(self, broker_id: str) -> None:
         from service.broker.agent import BrokerAgent, SimulatedSource
         from service.broker.workload import skewed_scenario
-        from service.zookeeper.store import ZkStore
+        from service.zookeeper.metadata.store import ZkStore
 
         scenario = skewed_scenario(
             NAMESPACE, self.opts.bundles, self.opts.seed, msg_rate=self.opts.msg_rate_per_bundle

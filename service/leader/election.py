@@ -30,8 +30,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from service.errors import ServiceError
 from service.leader.identity import LeaderIdentity
 from service.zookeeper import paths as P
-from service.zookeeper.nodes import SHUTDOWN_CALL_TIMEOUT_S
-from service.zookeeper.store import Versioned, ZkStore, translated
+from service.zookeeper.metadata.store import Versioned, ZkStore, translated
+from service.zookeeper.session.nodes import SHUTDOWN_CALL_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from service.leader.jobs import LeaderJobs
     from service.leader.load_view import LoadView
     from service.leader.metrics_sink import MetricsSink
-    from service.zookeeper.store import ZkStore
+    from service.zookeeper.metadata.store import ZkStore
 
 # The service's logger, as before these moved here: log settings keyed on its name still apply.
 log = logging.getLogger("service.leader.service")

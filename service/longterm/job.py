@@ -30,7 +30,7 @@ from balancer.longterm import BundleLongTerm, long_term_message_data
 from balancer.models import TimeAverageMessageData
 from service.longterm.compute import compute_bundles, compute_capacity
 from service.longterm.input import VALUES, CycleManifest, EmptyHistory, build_spark, read_range
-from service.zookeeper.hosts import check_hosts
+from service.zookeeper.session.hosts import check_hosts
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -281,7 +281,7 @@ def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
 
     from service.longterm.merge import merge_long_term
     from service.settings import Settings
-    from service.zookeeper.security import ZkSecurity
+    from service.zookeeper.session.security import ZkSecurity
 
     hosts = f"{options.zk}{options.chroot or ''}"
     started = time.monotonic()

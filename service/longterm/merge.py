@@ -29,7 +29,7 @@ from balancer.bundles import split_bundle_name
 from balancer.errors import InvalidInput
 from balancer.explain import Explanation, explain
 from balancer.models import BundleData, TimeAverageMessageData
-from service.zookeeper.validate import BadNode, decode
+from service.zookeeper.session.validate import BadNode, decode
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from service.broker.workload import Scenario
 from service.leader.service import LoadManagerService
 from service.settings import Settings
 from service.zookeeper import paths as P
-from service.zookeeper.store import Assignment, ZkStore
+from service.zookeeper.metadata.store import Assignment, ZkStore
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_SESSION_S = 4.0

@@ -23,7 +23,7 @@ from service.leader.identity import SIGNATURE_KEY
 from service.leader.service import LoadManagerService
 from service.settings import Settings
 from service.zookeeper import paths as P
-from service.zookeeper.process import free_port
+from service.zookeeper.server.process import free_port
 from tests.integration.conftest import fast_config, wait_for
 from tests.integration.servers import Trap, served
 

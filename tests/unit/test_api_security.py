@@ -17,7 +17,7 @@ from service.commands.serve import check_exposure, settings_from_args
 from service.errors import AdminRequired
 from service.leader.identity import SIGNATURE_KEY, LeaderIdentity
 from service.settings import Settings
-from service.zookeeper.security import ZkSecurity, parse_acl
+from service.zookeeper.session.security import ZkSecurity, parse_acl
 from tests.unit.test_api import FakeService
 
 ADMIN, READ = "admin-t0ken-0123456789", "read-t0ken-0123456789"

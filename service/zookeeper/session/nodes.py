@@ -1,12 +1,12 @@
 """Kazoo session with JSON nodes: typed reads, compare-and-set writes, pipelined multi-node reads.
 
-Everything kazoo raises is translated here (:func:`~service.zookeeper.wire.translated`): connection
+Everything kazoo raises is translated here (:func:`~service.zookeeper.session.wire.translated`): connection
 problems become :class:`~service.errors.StoreUnavailable`, lost races :class:`~service.errors.StaleWrite`.
-Fenced multi-op transactions (:meth:`JsonZk.fenced`) are :mod:`service.zookeeper.fenced`'s.
-Every node's bytes pass :mod:`service.zookeeper.validate` (size, depth, finite numbers) before they
+Fenced multi-op transactions (:meth:`JsonZk.fenced`) are :mod:`service.zookeeper.session.fenced`'s.
+Every node's bytes pass :mod:`service.zookeeper.session.validate` (size, depth, finite numbers) before they
 are parsed; a node that fails, or whose JSON does not make the record, is skipped, logged once per
 version and counted by path kind (``malformed_log``), never fatal.
-Pulsar's records on top of this live in :mod:`service.zookeeper.store`.
+Pulsar's records on top of this live in :mod:`service.zookeeper.metadata.store`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from pydantic import BaseModel, ValidationError
 from balancer.errors import InvalidInput
 from service.errors import StaleWrite, StoreUnavailable, ZkAccessDenied
 from service.zookeeper import paths as P
-from service.zookeeper.fenced import Fenced
-from service.zookeeper.security import ZkSecurity
-from service.zookeeper.validate import BadNode, MalformedLog, decode, path_kind
-from service.zookeeper.wire import AUTH_FAILED, json_bytes, translated
+from service.zookeeper.session.fenced import Fenced
+from service.zookeeper.session.security import ZkSecurity
+from service.zookeeper.session.validate import BadNode, MalformedLog, decode, path_kind
+from service.zookeeper.session.wire import AUTH_FAILED, json_bytes, translated
 
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)

@@ -1,10 +1,10 @@
 """Pulsar's load-balancing records in ZooKeeper: brokers, bundle data, quotas, layouts, ownership.
 
-The session, JSON nodes and compare-and-set are :mod:`service.zookeeper.nodes`'s, fencing
-:mod:`service.zookeeper.fenced`'s; this module knows Pulsar's paths (:mod:`service.zookeeper.paths`)
+The session, JSON nodes and compare-and-set are :mod:`service.zookeeper.session.nodes`'s, fencing
+:mod:`service.zookeeper.session.fenced`'s; this module knows Pulsar's paths (:mod:`service.zookeeper.paths`)
 and the typed records stored under them.
 
-Every read goes through ``parse_node`` (:mod:`service.zookeeper.validate` first, then the record's own
+Every read goes through ``parse_node`` (:mod:`service.zookeeper.session.validate` first, then the record's own
 checks below), so a node's content can only ever make that node skipped, never raise to the caller.
 """
 
@@ -22,8 +22,7 @@ from balancer.errors import InvalidInput
 from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAverageBrokerData
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
-from service.zookeeper.nodes import JsonZk, Versioned
-from service.zookeeper.records import (
+from service.zookeeper.metadata.records import (
     Assignment,
     Owner,
     parse_assignment,
@@ -34,8 +33,9 @@ from service.zookeeper.records import (
     parse_quota,
     report_size_warning,
 )
-from service.zookeeper.validate import BadNode
-from service.zookeeper.wire import json_bytes, translated
+from service.zookeeper.session.nodes import JsonZk, Versioned
+from service.zookeeper.session.validate import BadNode
+from service.zookeeper.session.wire import json_bytes, translated
 
 # A broker's registration is ephemeral (its session's lifetime is its liveness); a persistent node
 # under /loadbalance/brokers belongs to no running broker and must never receive bundles.
@@ -50,7 +50,7 @@ __all__ = ["Assignment", "Owner", "Versioned", "ZkStore", "translated"]
 
 
 class ZkStore(JsonZk):
-    """Pulsar's records on a :class:`~service.zookeeper.nodes.JsonZk` session (which owns start and stop)."""
+    """Pulsar's records on a :class:`~service.zookeeper.session.nodes.JsonZk` session (owning start, stop)."""
 
     # ---- brokers ------------------------------------------------------------------------------
     def register_broker(self, broker_id: str, data: LocalBrokerData) -> None:
