@@ -51,7 +51,8 @@ def _admin(args: argparse.Namespace) -> Any:
 
     overrides = {k: v for k, v in (("zk_hosts", args.zk), ("zk_chroot", args.chroot)) if v is not None}
     settings = Settings(**overrides)
-    store = ZkStore(settings.zk_hosts, settings.zk_chroot, settings.zk_session_timeout_s)
+    # loadmgr's identity, ACL and TLS, as `serve` uses them: the nodes it creates are loadmgr's
+    store = ZkStore.from_settings(settings)
     store.start()
     return NamespaceAdmin(store), settings
 

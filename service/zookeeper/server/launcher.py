@@ -64,7 +64,7 @@ class EmbeddedZooKeeper:
     Usage::
 
         with EmbeddedZooKeeper() as zk:
-            client = KazooClient(hosts=zk.hosts)
+            client = new_client(zk.hosts, ZkSecurity(), 10.0)  # service.zookeeper.session.client
 
     ``pause()``/``resume()`` SIGSTOP/SIGCONT the JVM, which is the closest local
     stand-in for a ZooKeeper stall or network partition: TCP connections stay up

@@ -18,9 +18,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, KeeperState
@@ -28,7 +27,9 @@ from pydantic import BaseModel, ValidationError
 
 from balancer.errors import InvalidInput
 from service.errors import StaleWrite, StoreUnavailable, ZkAccessDenied
+from service.settings import Settings
 from service.zookeeper import paths as P
+from service.zookeeper.session.client import new_client
 from service.zookeeper.session.fenced import Fenced
 from service.zookeeper.session.security import ZkSecurity
 from service.zookeeper.session.validate import BadNode, MalformedLog, decode, path_kind
@@ -72,11 +73,28 @@ class JsonZk:
             raise InvalidInput("zk_chroot", chroot, "must start with '/'")
         self.hosts = hosts + chroot
         self.security = security or ZkSecurity()
-        self.client = KazooClient(hosts=self.hosts, timeout=session_timeout_s, **self.security.kazoo_kwargs())
+        self.client = new_client(self.hosts, self.security, session_timeout_s)
         self.session_timeout_s = session_timeout_s
         self.malformed_log = MalformedLog()
         self._on_malformed = on_malformed
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        hosts: str | None = None,
+        chroot: str | None = None,
+        session_timeout_s: float | None = None,
+    ) -> Self:
+        """A session with the settings' ZooKeeper, TLS, credentials and ACL (``LOADMGR_ZK_*``); the
+        arguments given override the settings' hosts, chroot and timeout."""
+        return cls(
+            settings.zk_hosts if hosts is None else hosts,
+            settings.zk_chroot if chroot is None else chroot,
+            settings.zk_session_timeout_s if session_timeout_s is None else session_timeout_s,
+            security=ZkSecurity.from_settings(settings),
+        )
 
     # ---- connection -----------------------------------------------------------------------
     def start(self, timeout_s: float = 15.0) -> None:
