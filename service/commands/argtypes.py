@@ -59,6 +59,23 @@ def positive_int(text: str) -> int:
     return value
 
 
+MIN_HEAP_MB = 64
+
+
+def heap_mb(text: str) -> int:
+    """A Java heap in MiB: at least 64 (ZooKeeper does not start below), at most this machine's memory
+    (the JVM would refuse it only after starting, in its own words)."""
+    from service.settings import total_memory_mb
+
+    value = positive_int(text)
+    total = total_memory_mb()
+    if value < MIN_HEAP_MB:
+        raise argparse.ArgumentTypeError(f"{value} MiB is below the {MIN_HEAP_MB} MiB ZooKeeper needs")
+    if total is not None and value > total:
+        raise argparse.ArgumentTypeError(f"{value} MiB is more than this machine's {total} MiB of memory")
+    return value
+
+
 def zk_hosts(text: str) -> str:
     """A ZooKeeper connection string: ``host:port[,host:port...][/chroot]``."""
     try:

@@ -10,9 +10,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
+from balancer.errors import ConfigError
 from service.commands import argtypes
 from service.settings import secret
 
@@ -77,6 +79,13 @@ class ApiError(Exception):
 
 def _client(args: argparse.Namespace) -> httpx.Client:
     url = args.url or os.environ.get("LOADMGR_URL") or DEFAULT_URL
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # e.g. a port that is not a number, an unclosed [
+        ok = False
+    if not ok:
+        raise ConfigError("--url" if args.url else "LOADMGR_URL", url, "expected an http(s) URL")
     token_file = args.token_file or os.environ.get("LOADMGR_API_TOKEN_FILE")
     token = secret(
         args.token or os.environ.get("LOADMGR_API_TOKEN"),

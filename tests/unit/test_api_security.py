@@ -151,14 +151,14 @@ def test_cross_origin_mutations_and_foreign_hosts_are_refused(
 
 
 def test_oversized_bodies_get_413_declared_or_chunked(svc: OwnedOnlyService) -> None:
-    client = _client(svc, max_request_bytes=1000)
-    big = {"loadBalancerSheddingIntervalMinutes": 2, "pad": "x" * 2000}
+    client = _client(svc, max_request_bytes=1024)
+    big = {"loadBalancerSheddingIntervalMinutes": 2, "pad": "x" * 3000}
     r = client.put("/config", json=big, headers=A)
     assert r.status_code == 413 and r.json()["error"] == "RequestTooLarge"
 
     def chunks() -> Iterator[bytes]:
         yield b'{"loadBalancerSheddingIntervalMinutes": 2, "pad": "'
-        for _ in range(30):
+        for _ in range(40):
             yield b"x" * 100
         yield b'"}'
 

@@ -45,7 +45,52 @@ BAD_LINES: list[tuple[list[str], str]] = [
     (["simulate", "--scale", "abc"], "--scale"),
     (["simulate", "--cycles", "-3"], "--cycles"),
     (["zookeeper", "--port", "70000"], "--port"),
+    # issue 33 item 10: values that used to be accepted and fail late, or through the catch-all
+    (["zookeeper", "--heap-mb", "99999999"], "--heap-mb"),
+    (["zookeeper", "--ensemble", "3", "--heap-mb", "1"], "--heap-mb"),
+    (["zookeeper", "--ensemble", "4"], "--ensemble"),
+    (["zookeeper", "--ensemble", "3", "--port", "2181"], "--port"),
+    (["serve", "--no-history", "--cluster", "../x"], "--cluster"),
+    (["serve", "--no-history", "--cluster", ".."], "--cluster"),
+    (["serve", "--no-history", "--host", "999.1.1.1"], "--host"),
+    (["serve", "--no-history", "--host", "192.0.2.1", "--insecure"], "192.0.2.1"),  # not this machine's
+    (
+        ["serve", "--no-history", "--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"],
+        "c.pem",
+    ),
+    (["status", "--url", "not a url"], "--url"),
+    (["status", "--url", "ftp://x:1"], "--url"),
+    (["status", "--url", "http://[::1"], "--url"),
 ]
+
+# issue 33 items 6 and 10: environment values checked before anything starts
+BAD_ENV: list[tuple[dict[str, str], list[str], str]] = [
+    ({"LOADMGR_MAX_REQUEST_BYTES": "-1"}, ["serve", "--no-history"], "LOADMGR_MAX_REQUEST_BYTES"),
+    ({"LOADMGR_MAX_REQUEST_BYTES": "0"}, ["serve", "--no-history"], "LOADMGR_MAX_REQUEST_BYTES"),
+    ({"LOADMGR_LOG_LEVEL": "BOGUS"}, ["serve", "--no-history"], "LOADMGR_LOG_LEVEL"),
+    ({"LOADMGR_LOG_LEVEL": "BOGUS"}, ["agent", "--broker-id", "b:1"], "LOADMGR_LOG_LEVEL"),
+    ({"LOADMGR_CLUSTER": "../x"}, ["serve", "--no-history"], "LOADMGR_CLUSTER"),
+    ({"LOADMGR_HTTP_HOST": "999.1.1.1"}, ["serve", "--no-history"], "LOADMGR_HTTP_HOST"),
+    ({"LOADMGR_ZK_HEAP_MB": "99999999"}, ["zookeeper"], "LOADMGR_ZK_HEAP_MB"),
+    ({"LOADMGR_URL": "not a url"}, ["status"], "LOADMGR_URL"),
+]
+
+
+@pytest.fixture(autouse=True)
+def _nothing_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reaching a service, an agent or a ZooKeeper server fails the case (exit 1, not 2)."""
+
+    def started(*_a: object, **_k: object) -> None:
+        raise AssertionError("started despite a bad value")
+
+    from service.broker import agent
+    from service.leader import service
+    from service.zookeeper.server import ensemble, launcher
+
+    monkeypatch.setattr(service.LoadManagerService, "__init__", started)
+    monkeypatch.setattr(agent.BrokerAgent, "__init__", started)
+    monkeypatch.setattr(launcher.EmbeddedZooKeeper, "__init__", started)
+    monkeypatch.setattr(ensemble.ZooKeeperEnsemble, "__init__", started)
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -65,6 +110,32 @@ def test_bad_command_line_is_one_line_and_exit_2(
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
     assert last.startswith("loadmgr") and option in last, err
+
+
+@pytest.mark.parametrize(("env", "argv", "name"), BAD_ENV, ids=[" ".join(e) for e, _, _ in BAD_ENV])
+def test_bad_environment_is_one_line_and_exit_2(
+    env: dict[str, str],
+    argv: list[str],
+    name: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    rc, err = _run(argv, capsys)
+    assert rc == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert name in err, err
+
+
+def test_a_certificate_that_is_not_pem_is_refused_before_the_election(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text("not a certificate")
+    key.write_text("not a key")
+    rc, err = _run(["serve", "--no-history", "--tls-cert", str(cert), "--tls-key", str(key)], capsys)
+    assert rc == 2 and "cert.pem" in err and "Traceback" not in err, err
 
 
 def test_non_utf8_broker_conf_and_bad_env(
@@ -102,3 +173,20 @@ def test_a_closed_stdout_is_not_a_traceback() -> None:
     err = proc.stderr.read().decode()
     rc = proc.wait(timeout=60)
     assert rc == 141 and "Traceback" not in err and "BrokenPipe" not in err, (rc, err)
+
+
+def test_the_heap_reaches_every_ensemble_member(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--heap-mb`` with ``--ensemble`` used to be ignored (README lists it for both)."""
+    from service.zookeeper.server import ensemble
+
+    seen: dict[str, object] = {}
+
+    def recording(self: object, size: int, **kw: object) -> None:
+        seen.update(kw, size=size)
+        raise RuntimeError("recorded")
+
+    monkeypatch.setattr(ensemble.ZooKeeperEnsemble, "__init__", recording)
+    rc, _ = _run(["zookeeper", "--ensemble", "3", "--heap-mb", "96"], capsys)
+    assert rc == 1 and seen["size"] == 3 and seen["heap_mb"] == 96
