@@ -8,7 +8,11 @@ is what a standalone loadmgr cluster gets, without kazoo.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 from service.settings import Settings
@@ -53,25 +57,40 @@ def _admin(args: argparse.Namespace) -> Any:
     settings = Settings(**overrides)
     # loadmgr's identity, ACL and TLS, as `serve` uses them: the nodes it creates are loadmgr's
     store = ZkStore.from_settings(settings)
-    store.start()
+    store.start(timeout_s=settings.zk_session_timeout_s)
     return NamespaceAdmin(store), settings
+
+
+@contextlib.contextmanager
+def quiet_kazoo(level: str) -> Iterator[None]:
+    """Kazoo's own retries ("Connection dropped: ...") are not for an operator running one command:
+    its one-line error says what happened. They show with LOADMGR_LOG_LEVEL=DEBUG."""
+    logger = logging.getLogger("kazoo")
+    before = logger.level
+    if level.upper() != "DEBUG":
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 def _run(args: argparse.Namespace, fn: Any) -> int:
     from balancer.errors import LoadMgrError
 
-    try:
-        admin, settings = _admin(args)
-    except LoadMgrError as e:
-        print(f"loadmgr: {e}")
-        return 2
-    try:
-        return int(fn(admin, settings))
-    except (LoadMgrError, KeyError) as e:
-        print(f"loadmgr: {e}")
-        return 1
-    finally:
-        admin.store.stop()
+    with quiet_kazoo(Settings().log_level):
+        try:
+            admin, settings = _admin(args)
+        except LoadMgrError as e:
+            print(f"loadmgr: {e}", file=sys.stderr)
+            return 2
+        try:
+            return int(fn(admin, settings))
+        except (LoadMgrError, KeyError) as e:
+            print(f"loadmgr: {e}", file=sys.stderr)
+            return 1
+        finally:
+            admin.store.stop()
 
 
 def _create(args: argparse.Namespace) -> int:

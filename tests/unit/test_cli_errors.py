@@ -190,3 +190,23 @@ def test_the_heap_reaches_every_ensemble_member(
     monkeypatch.setattr(ensemble.ZooKeeperEnsemble, "__init__", recording)
     rc, _ = _run(["zookeeper", "--ensemble", "3", "--heap-mb", "96"], capsys)
     assert rc == 1 and seen["size"] == 3 and seen["heap_mb"] == 96
+
+
+def test_namespaces_without_zookeeper_is_one_line_on_stderr() -> None:
+    """Issue 33 item 12: the error went to stdout, after up to eight kazoo "Connection dropped" lines."""
+    from service.zookeeper.server.process import free_port
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LOADMGR_ZK_SESSION_TIMEOUT_S": "2"}
+    env.pop("LOADMGR_LOG_LEVEL", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "service", "namespaces", "--zk", f"127.0.0.1:{free_port()}", "list"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("loadmgr: cannot connect to ZooKeeper at 127.0.0.1:"), proc.stderr

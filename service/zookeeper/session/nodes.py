@@ -101,8 +101,12 @@ class JsonZk:
         """Connect, create the base paths, and prove this identity may write what loadmgr wrote.
 
         Raises StoreUnavailable (unreachable, or TLS refused) or ZkAccessDenied (wrong credentials),
-        each one line naming the hosts and the identity, with the session closed again.
+        each one line naming the hosts and the identity, with the session closed again. A connection
+        that drops after the session was set up (a ZooKeeper stall, a leader election in the
+        ensemble) is waited out: the first requests are retried until ``timeout_s``, or the session
+        timeout if longer, has passed since the start.
         """
+        deadline = time.monotonic() + max(timeout_s, self.session_timeout_s)
         try:
             self.client.start(timeout=timeout_s)
         except AuthFailedError:
@@ -116,10 +120,7 @@ class JsonZk:
                 f"as {self.security.describe()}: {type(e).__name__}"
             ) from None
         try:
-            with translated():
-                for path in P.BASE_PATHS:
-                    self.client.ensure_path(path)
-                self._probe_write()
+            self._first_requests(deadline)
         except ZkAccessDenied as e:
             # kazoo returns from start() even when the server refuses SASL; the first request fails
             refused_login = str(e) == AUTH_FAILED or self.client.client_state == KeeperState.AUTH_FAILED
@@ -139,6 +140,26 @@ class JsonZk:
                 "ZooKeeper can rewrite them, the leader node included; set LOADMGR_ZK_AUTH",
                 self.security.describe(),
             )
+
+    def _first_requests(self, deadline: float) -> None:
+        """The base paths and the write probe, retried while the connection is down until ``deadline``."""
+        while True:
+            try:
+                with translated():
+                    for path in P.BASE_PATHS:
+                        self.client.ensure_path(path)
+                    self._probe_write()
+                return
+            except ZkAccessDenied:
+                raise
+            except StoreUnavailable as e:
+                if time.monotonic() >= deadline:
+                    raise StoreUnavailable(
+                        f"ZooKeeper at {self.hosts} dropped the connection while loadmgr started and did not"
+                        f" come back in time ({e})"
+                    ) from None
+                log.info("ZooKeeper at %s: %s while starting; retrying", self.hosts, e)
+                time.sleep(0.2)
 
     def _login_refused(self) -> ZkAccessDenied:
         return ZkAccessDenied(
