@@ -247,7 +247,9 @@ def execute(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
         print(f"loadmgr longterm: {e} (range {args.start} .. {args.end}); nothing to do", file=sys.stderr)
         return EXIT_EMPTY
     except Exception as e:  # Spark's read and write errors arrive as Py4J/Analysis exceptions
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        from service.longterm.input import spark_error_line
+
+        first = spark_error_line(e)
         print(f"loadmgr longterm: the history or --out could not be used: {first}", file=sys.stderr)
         return EXIT_INPUT
     if options.dry_run or not options.zk:
