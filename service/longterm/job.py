@@ -3,8 +3,9 @@
 Reads a time range of the history (:mod:`service.longterm.input`), computes per-bundle long-term traffic
 and per-broker capacity (:mod:`service.longterm.compute`), writes the results to Parquet and, unless
 ``--dry-run``, merges ``longTermData`` into ZooKeeper (:mod:`service.longterm.merge`). Every step logs
-its counts and time. Exit codes: 0 done, 2 bad arguments, 3 empty or missing history, 4 ZooKeeper
-(unreachable, or it refused a write: the merge stops there and is resumable, see
+its counts and time. Exit codes: 0 done, 2 bad arguments, or ZooKeeper's ACL refused some nodes to
+loadmgr's identity (every other node is merged, the refused ones are named), 3 empty or missing
+history, 4 ZooKeeper unreachable (before, or during the merge: that stops there and is resumable, see
 :mod:`service.longterm.merge`), 5 the history could not be read. Each failure is one line on stderr.
 Corrupt Parquet files in the range are skipped (Spark logs each one), not fatal.
 """
@@ -321,6 +322,16 @@ def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
             file=sys.stderr,
         )
         return EXIT_ZK
+    if report.refused:
+        # every other node is merged; a rerun cannot change an ACL, so none is promised
+        names = ", ".join(report.refused[:5]) + (" ..." if len(report.refused) > 5 else "")
+        print(
+            f"loadmgr longterm: merged {report.done} of {len(result.long_term)} bundles; ZooKeeper's ACL"
+            f" refused {len(report.refused)} to {options.security.describe()}: {names} (grant this identity"
+            " write on those nodes, or set LOADMGR_ZK_AUTH to the identity that owns them)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_ARGS
     print(
         f"[longterm] zookeeper: {report.updated} updated, {report.created} created, {report.skipped} skipped,"
         f" {report.conflicts_retried} retried conflicts in {time.monotonic() - started:.1f} s",
