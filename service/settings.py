@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -102,6 +103,15 @@ class Settings(BaseSettings):
             raise ValueError("expected a cluster name of letters, digits and -_=:. (not . or ..)")
         return value
 
+    @field_validator("advertised_url", "leader_urls")
+    @classmethod
+    def _urls(cls, value: str) -> str:
+        # what the leader node advertises and what followers may forward to: http(s) URLs only
+        for url in (u.strip() for u in value.split(",")):
+            if url and not is_http_url(url):
+                raise ValueError(f"{url!r} is not an http(s) URL")
+        return value
+
     @field_validator("http_host")
     @classmethod
     def _http_host(cls, value: str) -> str:
@@ -147,6 +157,14 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # Pulsar's NamedEntity (Java's \w is ASCII-only), minus "." and "..", which ZooKeeper reads as relative
 NAMED_ENTITY = re.compile(r"^(?!\.\.?$)[-=:.\w]{1,256}$", re.ASCII)
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number, an unclosed [
+        return False
 
 
 def check_host(host: str) -> bool:

@@ -10,13 +10,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from balancer.errors import ConfigError
 from service.commands import argtypes
-from service.settings import secret
+from service.settings import is_http_url, secret
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -79,12 +78,7 @@ class ApiError(Exception):
 
 def _client(args: argparse.Namespace) -> httpx.Client:
     url = args.url or os.environ.get("LOADMGR_URL") or DEFAULT_URL
-    try:
-        parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
-    except ValueError:  # e.g. a port that is not a number, an unclosed [
-        ok = False
-    if not ok:
+    if not is_http_url(url):
         raise ConfigError("--url" if args.url else "LOADMGR_URL", url, "expected an http(s) URL")
     token_file = args.token_file or os.environ.get("LOADMGR_API_TOKEN_FILE")
     token = secret(

@@ -73,6 +73,8 @@ BAD_ENV: list[tuple[dict[str, str], list[str], str]] = [
     ({"LOADMGR_HTTP_HOST": "999.1.1.1"}, ["serve", "--no-history"], "LOADMGR_HTTP_HOST"),
     ({"LOADMGR_ZK_HEAP_MB": "99999999"}, ["zookeeper"], "LOADMGR_ZK_HEAP_MB"),
     ({"LOADMGR_URL": "not a url"}, ["status"], "LOADMGR_URL"),
+    ({"LOADMGR_ADVERTISED_URL": "lm-1:8080"}, ["serve", "--no-history"], "LOADMGR_ADVERTISED_URL"),
+    ({"LOADMGR_LEADER_URLS": "http://a:1,file:///x"}, ["serve", "--no-history"], "LOADMGR_LEADER_URLS"),
 ]
 
 
@@ -145,6 +147,10 @@ def test_non_utf8_broker_conf_and_bad_env(
     conf.write_bytes(b"\xff\xfeloadBalancerEnabled=true")
     rc, err = _run(["config", "show", "--broker-conf", str(conf)], capsys)
     assert rc == 2 and "not UTF-8" in err and "Traceback" not in err
+    # nobody at the URL `config show` asks first (a load manager on 8080 would answer instead)
+    from service.zookeeper.server.process import free_port
+
+    monkeypatch.setenv("LOADMGR_URL", f"http://127.0.0.1:{free_port()}")
     monkeypatch.setenv("LOADMGR_HTTP_PORT", "abc")
     rc, err = _run(["config", "show"], capsys)
     assert rc == 2 and err.strip() == err.strip().splitlines()[0] and "LOADMGR_HTTP_PORT='abc'" in err
