@@ -39,9 +39,15 @@ def normalize_topic(topic: str) -> str:
 
 
 def topic_namespace(topic: str) -> str:
+    """``tenant/namespace`` (or V1's ``tenant/cluster/namespace``) of a topic; InvalidInput when that
+    is not two or three names: ``.`` and ``..`` are refused, as each becomes a metadata path segment."""
     full = normalize_topic(topic)
     rest = full.split("://", 1)[1]
-    return rest.rsplit("/", 1)[0]
+    namespace = rest.rsplit("/", 1)[0]
+    parts = namespace.split("/")
+    if not 2 <= len(parts) <= 3 or any(p in ("", ".", "..") for p in parts):
+        raise InvalidInput("topic", topic, "expected <domain>://<tenant>/<namespace>/<name>")
+    return namespace
 
 
 def parse_hex(text: str, field: str = "boundary") -> int:

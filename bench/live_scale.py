@@ -59,8 +59,8 @@ from service.leader.load_view import LoadView  # noqa: E402
 from service.leader.metrics_sink import NoMetrics  # noqa: E402
 from service.leader.service import make_strategies  # noqa: E402
 from service.zookeeper import paths as P  # noqa: E402
-from service.zookeeper.launcher import EmbeddedZooKeeper, four_letter_word  # noqa: E402
-from service.zookeeper.store import ZkStore  # noqa: E402
+from service.zookeeper.metadata.store import ZkStore  # noqa: E402
+from service.zookeeper.server.launcher import EmbeddedZooKeeper, four_letter_word  # noqa: E402
 
 # The project's default strategy (as the demo, Helm chart and compose stack select it). Pulsar's
 # ThresholdShedder + LeastLongTermMessageRate place each move by scanning every broker: 3.4 s for
@@ -125,7 +125,7 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
 
     import httpx
 
-    from service.zookeeper.process import free_port
+    from service.zookeeper.server.process import free_port
 
     port = free_port()
     tmp = Path(tempfile.mkdtemp(prefix="live-scale-"))

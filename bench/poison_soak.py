@@ -38,8 +38,8 @@ from service.broker.workload import Scenario, skewed_scenario
 from service.leader.service import LoadManagerService
 from service.settings import Settings
 from service.zookeeper import paths as P
-from service.zookeeper.launcher import EmbeddedZooKeeper
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.server.launcher import EmbeddedZooKeeper
 
 NS = "public/default"
 AGENTS = ("b1:8080", "b2:8080", "b3:8080")

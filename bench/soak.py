@@ -10,7 +10,7 @@ member (never more than one member down, so the quorum stays; quorum loss is cov
 ``tests/integration/test_ensemble.py``), each healed after a random delay.
 
 Afterwards every member's transaction log is decoded (cross-checked entry by entry against the jar's
-``TxnLogToolkit``) and replayed by :mod:`service.zookeeper.audit`. Printed and written as JSON:
+``TxnLogToolkit``) and replayed by :mod:`service.zookeeper.forensics.audit`. Printed and written as JSON:
 steps, steps and faults by kind, failover times, the longest unowned episode against the bound
 session timeout + one shedding interval + one ownership poll, double owners and audit violations.
 """
@@ -45,8 +45,8 @@ from soak_report import build_report  # noqa: E402
 
 from service.broker.workload import skewed_scenario  # noqa: E402
 from service.zookeeper import paths as P  # noqa: E402
-from service.zookeeper.ensemble import ZooKeeperEnsemble, _free_ports  # noqa: E402
-from service.zookeeper.store import ZkStore  # noqa: E402
+from service.zookeeper.metadata.store import ZkStore  # noqa: E402
+from service.zookeeper.server.ensemble import ZooKeeperEnsemble, _free_ports  # noqa: E402
 
 SHED_INTERVAL_S = 3.0
 OWNERSHIP_POLL_S = 0.3

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from soak_process import Proc
 
-    from service.zookeeper.ensemble import ZooKeeperEnsemble
+    from service.zookeeper.server.ensemble import ZooKeeperEnsemble
 
 # The ZooKeeper session timeout of every soak process; pauses and heal delays are sized by it.
 SESSION_S = 4.0

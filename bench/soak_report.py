@@ -7,8 +7,8 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from service.zookeeper.audit import audit
-from service.zookeeper.txnlog import cross_check, merged_history
+from service.zookeeper.forensics.audit import audit
+from service.zookeeper.forensics.txnlog import cross_check, merged_history
 
 if TYPE_CHECKING:
     from soak import Soak

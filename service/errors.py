@@ -1,7 +1,7 @@
 """Errors of the live service.
 
-Kazoo's exceptions never leave :mod:`service.zookeeper` (:func:`service.zookeeper.wire.translated`
-and the session start in :mod:`service.zookeeper.nodes`): they become these.
+Kazoo's exceptions never leave :mod:`service.zookeeper` (:func:`service.zookeeper.session.wire.translated`
+and the session start in :mod:`service.zookeeper.session.nodes`): they become these.
 """
 
 from __future__ import annotations

@@ -6,10 +6,14 @@ these settings say where things are (ZooKeeper, HTTP, history) and who this proc
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import re
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from balancer.config import LoadBalancerConfig, env_overrides
@@ -51,7 +55,9 @@ class Settings(BaseSettings):
     http_tls_certfile: Path | None = Field(None, description="PEM certificate: serve HTTPS")
     http_tls_keyfile: Path | None = Field(None, description="PEM private key for http_tls_certfile")
     http_tls_ca: Path | None = Field(None, description="CA that verifies the leader's HTTPS on forward")
-    max_request_bytes: int = Field(1 << 20, description="Largest request body accepted, bytes")
+    max_request_bytes: int = Field(
+        1 << 20, ge=1024, le=1 << 30, description="Largest request body accepted, bytes (1 KiB-1 GiB)"
+    )
     allowed_origins: str = Field("", description="Comma-separated extra Origins allowed to mutate")
     allowed_hosts: str = Field("", description="Host names served; '': loopback names on loopback, '*': any")
     zk_auth: str | None = Field(None, description="ZooKeeper credentials user:password")
@@ -102,7 +108,48 @@ class Settings(BaseSettings):
     decision_log_size: int = Field(
         500, ge=1, le=1_000_000, description="Decisions kept in memory for GET /decisions"
     )
-    log_level: str = Field("INFO", description="Python log level")
+    log_level: str = Field("INFO", description="Python log level: DEBUG, INFO, WARNING, ERROR or CRITICAL")
+
+    @field_validator("zk_heap_mb")
+    @classmethod
+    def _heap(cls, value: int) -> int:
+        total = total_memory_mb()
+        if total is not None and value > total:
+            raise ValueError(f"more than this machine's {total} MiB of memory")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        level = value.strip().upper()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"expected one of {', '.join(LOG_LEVELS)}")
+        return level
+
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str) -> str:
+        # a path segment under /admin/clusters: Pulsar's NamedEntity characters, never "." or ".."
+        if value and not NAMED_ENTITY.match(value):
+            raise ValueError("expected a cluster name of letters, digits and -_=:. (not . or ..)")
+        return value
+
+    @field_validator("advertised_url", "leader_urls")
+    @classmethod
+    def _urls(cls, value: str) -> str:
+        # what the leader node advertises and what followers may forward to: http(s) URLs only
+        for url in (u.strip() for u in value.split(",")):
+            if url and not is_http_url(url):
+                raise ValueError(f"{url!r} is not an http(s) URL")
+        return value
+
+    @field_validator("http_host")
+    @classmethod
+    def _http_host(cls, value: str) -> str:
+        host = value.strip()
+        if not check_host(host):
+            raise ValueError("expected an IP address or a host name")
+        return host
 
     def admin_token(self) -> str | None:
         """The admin token from ``api_token`` or ``api_token_file`` (ConfigError naming the field)."""
@@ -142,6 +189,42 @@ class Settings(BaseSettings):
         base.update(env_overrides(environ))
         base.update(extra or {})
         return LoadBalancerConfig.from_dict(base)
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# Pulsar's NamedEntity (Java's \w is ASCII-only), minus "." and "..", which ZooKeeper reads as relative
+NAMED_ENTITY = re.compile(r"^(?!\.\.?$)[-=:.\w]{1,256}$", re.ASCII)
+_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port that is not a number, an unclosed [
+        return False
+
+
+def check_host(host: str) -> bool:
+    """An IP literal, or a DNS name whose labels are valid and which does not look like a broken IPv4
+    literal (``999.1.1.1`` is neither: it must not reach the resolver, or the election, at all)."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return True
+    except ValueError:
+        pass
+    labels = host.rstrip(".").split(".")
+    if not host or len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
+        return False
+    return not labels[-1].isdigit()  # a numeric last label is an IPv4 attempt, and this one failed
+
+
+def total_memory_mb() -> int | None:
+    """Physical memory of this machine, MiB (None where the platform does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20))
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def secret(value: str | None, file: Path | None, field: str) -> str | None:

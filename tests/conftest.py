@@ -26,7 +26,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from service.zookeeper.launcher import EmbeddedZooKeeper, four_letter_word  # noqa: E402
+from service.zookeeper.server.launcher import EmbeddedZooKeeper, four_letter_word  # noqa: E402
 
 # A demo started by a test records its addresses where CLI verbs look (service/demo/state.py): never in
 # the user's ~/.loadmgr, where a demo they run by hand keeps its own; and no CLI call of a test finds

@@ -31,8 +31,8 @@ from service.broker.host_usage import HostUsage
 from service.broker.workload import Scenario
 from service.errors import ServiceError, StaleWrite
 from service.zookeeper import paths as P
-from service.zookeeper.nodes import SHUTDOWN_CALL_TIMEOUT_S
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.session.nodes import SHUTDOWN_CALL_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from service.broker.pulsar_source import PulsarBrokerSource
 from service.broker.workload import Scenario
 from service.commands import argtypes, endpoints
 from service.settings import Settings, secret
-from service.zookeeper.security import ZkSecurity
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.session.security import ZkSecurity
 
 
 def register(sub: Any) -> None:

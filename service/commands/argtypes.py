@@ -11,7 +11,7 @@ import argparse
 import math
 from pathlib import Path
 
-from service.zookeeper.hosts import check_hosts
+from service.zookeeper.session.hosts import check_hosts
 
 MAX_PORT = 65535
 HASH_SPACE = 2**32  # Pulsar's bundle ranges cover [0, 2^32]
@@ -56,6 +56,23 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+MIN_HEAP_MB = 64
+
+
+def heap_mb(text: str) -> int:
+    """A Java heap in MiB: at least 64 (ZooKeeper does not start below), at most this machine's memory
+    (the JVM would refuse it only after starting, in its own words)."""
+    from service.settings import total_memory_mb
+
+    value = positive_int(text)
+    total = total_memory_mb()
+    if value < MIN_HEAP_MB:
+        raise argparse.ArgumentTypeError(f"{value} MiB is below the {MIN_HEAP_MB} MiB ZooKeeper needs")
+    if total is not None and value > total:
+        raise argparse.ArgumentTypeError(f"{value} MiB is more than this machine's {total} MiB of memory")
     return value
 
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import httpx
 
+from balancer.errors import ConfigError
 from service.commands import argtypes, endpoints
 from service.commands.output import add_output_args, emit, table
-from service.settings import secret
+from service.settings import is_http_url, secret
 
 DEFAULT_URL = endpoints.DEFAULT_URL
 EXIT_CALLER, EXIT_SERVER = 2, 1
@@ -163,6 +164,8 @@ def error_line(status: int, body: Any) -> str:
 
 def _client(args: argparse.Namespace) -> httpx.Client:
     url = endpoints.rest_url(args.url)
+    if not is_http_url(url):
+        raise ConfigError("--url" if args.url else "LOADMGR_URL", url, "expected an http(s) URL")
     token_file = args.token_file or os.environ.get("LOADMGR_API_TOKEN_FILE")
     token = secret(
         args.token or os.environ.get("LOADMGR_API_TOKEN"),

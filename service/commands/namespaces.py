@@ -1,7 +1,7 @@
 """``loadmgr namespaces``: namespace administration, and pulsar-admin's bundle verbs.
 
-``create|list|delete|policies`` write Pulsar's own nodes (:mod:`service.zookeeper.namespaces`), so what
-``pulsar-admin namespaces create``, ``set-anti-affinity-group`` and ``ns-isolation-policy set`` would
+``create|list|delete|policies`` write Pulsar's own nodes (:mod:`service.zookeeper.metadata.namespaces`),
+so what ``pulsar-admin namespaces create``, ``set-anti-affinity-group`` and ``ns-isolation-policy set`` would
 leave behind is what a standalone loadmgr cluster gets. They go through the REST API (``/namespaces``)
 when one is named (``--url``, ``LOADMGR_URL``) or a ``loadmgr demo`` is running, else straight to
 ZooKeeper (``--zk``, ``LOADMGR_ZK_HOSTS``). ``unload`` and ``split-bundle`` are pulsar-admin's
@@ -15,8 +15,11 @@ Exit codes as everywhere: 2 for the caller's mistake (unknown or existing namesp
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from service.commands import client, endpoints
@@ -94,17 +97,32 @@ def use_rest(args: argparse.Namespace) -> bool:
 
 
 def _admin(args: argparse.Namespace) -> Any:
-    from service.zookeeper.namespaces import NamespaceAdmin
-    from service.zookeeper.store import ZkStore
+    from service.zookeeper.metadata.namespaces import NamespaceAdmin
+    from service.zookeeper.metadata.store import ZkStore
 
     zk = endpoints.zk_hosts(args.zk)
     overrides: dict[str, Any] = {
         k: v for k, v in (("zk_hosts", zk), ("zk_chroot", args.chroot)) if v is not None
     }
     settings = Settings(**overrides)
-    store = ZkStore(settings.zk_hosts, settings.zk_chroot, settings.zk_session_timeout_s)
-    store.start()
+    # loadmgr's identity, ACL and TLS, as `serve` uses them: the nodes it creates are loadmgr's
+    store = ZkStore.from_settings(settings)
+    store.start(timeout_s=settings.zk_session_timeout_s)
     return NamespaceAdmin(store), settings
+
+
+@contextlib.contextmanager
+def quiet_kazoo(level: str) -> Iterator[None]:
+    """Kazoo's own retries ("Connection dropped: ...") are not for an operator running one command:
+    its one-line error says what happened. They show with LOADMGR_LOG_LEVEL=DEBUG."""
+    logger = logging.getLogger("kazoo")
+    before = logger.level
+    if level.upper() != "DEBUG":
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 def _exit_code(e: Exception) -> int:
@@ -117,18 +135,19 @@ def _exit_code(e: Exception) -> int:
 def _zk_run(args: argparse.Namespace, fn: Any) -> int:
     from balancer.errors import LoadMgrError
 
-    try:
-        admin, settings = _admin(args)
-    except LoadMgrError as e:  # ZooKeeper not reachable or refusing us: not the caller's input
-        print(f"loadmgr: {e}", file=sys.stderr)
-        return client.EXIT_SERVER
-    try:
-        return int(fn(admin, settings))
-    except (LoadMgrError, KeyError) as e:
-        print(f"loadmgr: {e}", file=sys.stderr)
-        return _exit_code(e)
-    finally:
-        admin.store.stop()
+    with quiet_kazoo(Settings().log_level):
+        try:
+            admin, settings = _admin(args)
+        except LoadMgrError as e:  # ZooKeeper not reachable or refusing us: not the caller's input
+            print(f"loadmgr: {e}", file=sys.stderr)
+            return client.EXIT_SERVER
+        try:
+            return int(fn(admin, settings))
+        except (LoadMgrError, KeyError) as e:
+            print(f"loadmgr: {e}", file=sys.stderr)
+            return _exit_code(e)
+        finally:
+            admin.store.stop()
 
 
 def _path(namespace: str) -> str:

@@ -183,8 +183,9 @@ def _range_text(options: ReplayOptions) -> str:
 
 
 def run(options: ReplayOptions, spark: Any = None) -> int:
+    from balancer.errors import InvalidInput
     from service.commands.replay_output import print_table, write_json, write_plots
-    from service.longterm.input import build_spark
+    from service.longterm.input import build_spark, spark_error_line, spark_errors
     from service.longterm.replay_extract import extract, tune_session
 
     def say(msg: str) -> None:
@@ -201,11 +202,18 @@ def run(options: ReplayOptions, spark: Any = None) -> int:
     try:
         if own_spark:
             tune_session(spark)
+        # A damaged file is skipped (Spark logs it), as the long-term job does; a file Spark cannot
+        # read as history at all (another schema) is one line naming it.
+        spark.conf.set("spark.sql.files.ignoreCorruptFiles", "true")
         t = time.monotonic()
         try:
             data = extract(spark, options.history, options.start_ms, options.end_ms, say)
         except EmptyHistory as e:
             raise EmptyHistory(f"{e} ({_range_text(options)}; {held})") from None
+        except spark_errors() as e:
+            raise InvalidInput(
+                "--history", options.history, f"could not be read: {spark_error_line(e)}"
+            ) from None
         extract_s = time.monotonic() - t
     finally:
         if own_spark:

@@ -18,8 +18,11 @@ import signal
 import sys
 from typing import Any
 
+from pydantic import ValidationError
+
 from balancer.errors import ConfigError
 from service.commands import argtypes
+from service.commands.serve_checks import check_before_start
 from service.settings import Settings
 
 
@@ -96,6 +99,7 @@ def register(sub: Any) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     overrides: dict[str, Any] = {}
+    flags: dict[str, str] = {}
     for attr, key in (
         ("zk", "zk_hosts"),
         ("host", "http_host"),
@@ -118,6 +122,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         value = getattr(args, attr, None)
         if value is not None:
             overrides[key] = value
+            flags[key] = "--" + attr.replace("_", "-")
     if getattr(args, "no_history", False):
         overrides["history_enabled"] = False
     if getattr(args, "insecure", False):
@@ -128,7 +133,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise ConfigError(
             "--token", "<hidden>", "argv is visible in ps: use LOADMGR_API_TOKEN or --token-file instead"
         )
-    return Settings(**overrides)
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = str(err["loc"][0]) if err.get("loc") else ""
+        if key not in flags:
+            raise  # an environment value: the CLI names its LOADMGR_ variable
+        raise ConfigError(flags[key], overrides[key], str(err.get("msg", "invalid"))) from None
 
 
 MIN_TOKEN_CHARS = 16
@@ -178,6 +190,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per admin call is noise
     warning = check_exposure(settings)
+    check_before_start(settings)  # before the election: an address or certificate that cannot serve
     if warning is not None:
         # printed, not logged: it must show whatever the log level
         print(warning, file=sys.stderr, flush=True)

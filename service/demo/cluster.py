@@ -146,7 +146,7 @@ class Demo:
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
         from service.leader.service import LoadManagerService
-        from service.zookeeper.launcher import EmbeddedZooKeeper
+        from service.zookeeper.server.launcher import EmbeddedZooKeeper
 
         self._say("starting ZooKeeper ...")
         self._zk = EmbeddedZooKeeper()
@@ -274,7 +274,7 @@ class Demo:
 
     def _start_agent(self, broker_id: str) -> None:
         from service.broker.agent import BrokerAgent, SimulatedSource
-        from service.zookeeper.store import ZkStore
+        from service.zookeeper.metadata.store import ZkStore
 
         scenario = self.scenario
         store = ZkStore(self._zk.hosts, "", 6.0)

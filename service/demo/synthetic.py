@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from balancer.bundles import NamespaceBundles
 from balancer.models import BundleData, LocalBrokerData, NamespaceBundleStats, ResourceUsage
 from service.zookeeper import paths as P
-from service.zookeeper.batch import Op, commit_batches
-from service.zookeeper.store import Assignment, ZkStore
+from service.zookeeper.metadata.store import Assignment, ZkStore
+from service.zookeeper.session.batch import Op, commit_batches
 
 
 @dataclass

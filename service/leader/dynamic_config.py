@@ -26,7 +26,7 @@ from balancer.config import LoadBalancerConfig
 from balancer.errors import ConfigError
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
-from service.zookeeper.store import Versioned, ZkStore
+from service.zookeeper.metadata.store import Versioned, ZkStore
 
 log = logging.getLogger(__name__)
 

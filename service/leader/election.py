@@ -9,9 +9,11 @@ and never touches ZooKeeper. The election thread does the work:
 * CONNECTED again: a leader checks that the node is still its own and asks for a full re-read
   (``on_resync``) before it decides again; a non-leader tries to win.
 
-The node carries a signature (:mod:`service.leader.identity`) and, on a secured ZooKeeper, the ACL
-only loadmgr's identity may write; a leader also checks the node's content each step and rewrites
-it if someone changed it, so followers never learn a forged address from its own node.
+The node carries a signature (:mod:`service.leader.identity`) binding the session that owns it and
+the epoch won, written once the epoch is bumped; followers check it against the node's ``Stat``
+(:meth:`LeaderElection.verified_leader`). On a secured ZooKeeper only loadmgr's identity may write
+the node; a leader also checks its content each step and rewrites it if someone changed it, so
+followers never learn a forged address from its own node.
 
 On winning, the new leader bumps the leader epoch (``/loadmgr/leader-epoch``); every write of the
 leader is a transaction that checks that epoch, so a replaced leader's late write fails.
@@ -30,8 +32,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from service.errors import ServiceError
 from service.leader.identity import LeaderIdentity
 from service.zookeeper import paths as P
-from service.zookeeper.nodes import SHUTDOWN_CALL_TIMEOUT_S
-from service.zookeeper.store import Versioned, ZkStore, translated
+from service.zookeeper.metadata.store import Versioned, ZkStore, translated
+from service.zookeeper.session.nodes import SHUTDOWN_CALL_TIMEOUT_S
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,7 @@ class LeaderElection:
         self._resync = False
         self._leader = False
         self._fence: Versioned[str] | None = None
+        self._signed: bytes | None = None  # the node's content while leading: session and epoch bound
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -119,6 +122,15 @@ class LeaderElection:
         got = self._store.get_json(self.path)
         return got.value if got is not None and isinstance(got.value, dict) else None
 
+    def verified_leader(self) -> tuple[str | None, str, dict[str, Any] | None]:
+        """``(url, why not, node)``: the leader's URL when its node verifies against the session that
+        owns it and the current epoch (see :mod:`service.leader.identity`), else None and the reason."""
+        node = self._store.read_leader_node(self.path)
+        if node is None:
+            return None, "no leader node", None
+        url, why = self.identity.verify(node.info, node.owner_session, node.epoch)
+        return url, why, node.info
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -167,11 +179,11 @@ class LeaderElection:
         self._campaign()
 
     def _campaign(self) -> None:
-        doc = self._doc()
         client = self._store.client
         with translated():
             try:
-                client.create(self.path, doc, ephemeral=True, makepath=True)
+                # Pulsar's two fields first: the signature binds the epoch, known only once won
+                client.create(self.path, self._doc(), ephemeral=True, makepath=True)
             except NodeExistsError:
                 if self._node_is_mine():  # our own node survived a reconnect of the same session
                     pass
@@ -181,6 +193,11 @@ class LeaderElection:
                         self._wake.set()
                     return
             fence = self._store.bump_epoch(self.leader_id)
+            session = self._store.session_id
+            assert session is not None  # connected: create just succeeded
+            signed = self.identity.document(self.leader_id, self.service_url, session, fence.version)
+            self._signed = json.dumps(signed).encode()
+            client.set(self.path, self._signed)
         self._fence = fence
         self._resync = False
         self._leader = True
@@ -197,6 +214,9 @@ class LeaderElection:
         return stat is not None and stat.ephemeralOwner == self._store.session_id
 
     def _doc(self) -> bytes:
+        """The node's content: signed for this session and epoch once won, Pulsar's two fields before."""
+        if self._leader and self._signed is not None:
+            return self._signed
         return json.dumps(self.identity.document(self.leader_id, self.service_url)).encode()
 
     def _restore_content(self) -> None:
@@ -223,4 +243,5 @@ class LeaderElection:
     def _revoke(self) -> None:
         self._leader = False
         self._fence = None
+        self._signed = None
         self._on_revoked()

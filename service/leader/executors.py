@@ -6,7 +6,7 @@ Two implementations of one :class:`Executor` protocol:
   rewrites the bundle's assignment node, a split rewrites the namespace's bundle layout and assigns
   the children. Every write is fenced on the leader epoch, so a leader that has been replaced cannot
   write; a cycle's moves go out together (:meth:`ZkExecutor.unload_many`, fenced batches of
-  :mod:`service.zookeeper.batch`). Brokers' agents act on what it wrote.
+  :mod:`service.zookeeper.session.batch`). Brokers' agents act on what it wrote.
 * :class:`service.pulsar.admin.PulsarAdminExecutor` drives a real Pulsar cluster through its admin
   REST API (Pulsar mode).
 """
@@ -22,8 +22,8 @@ from balancer.bundles import bundle_name, split_bundle_name
 from balancer.errors import InvalidInput, UnknownBundle
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
-from service.zookeeper.batch import BatchResult, Op, commit_batches
-from service.zookeeper.store import Assignment, Versioned, ZkStore
+from service.zookeeper.metadata.store import Assignment, Versioned, ZkStore
+from service.zookeeper.session.batch import BatchResult, Op, commit_batches
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ job and manual splits are :mod:`service.leader.split_jobs`, mixed into ``LeaderJ
 
 Every job runs under the service lock: it takes one snapshot (from the watch cache, which the
 service brings up to date before taking the lock), decides purely with ``balancer``, then writes
-in fenced batches (:mod:`service.zookeeper.batch`); before writing it re-checks leadership, and
+in fenced batches (:mod:`service.zookeeper.session.batch`); before writing it re-checks leadership, and
 every write is fenced on the leader epoch (see ``docs/ownership.md``), so a job that outlives its
 leadership writes nothing.
 
@@ -38,9 +38,9 @@ from service.leader.executors import Executor, ZkExecutor
 from service.leader.load_view import LoadView, Snapshot
 from service.leader.split_jobs import SplitJobs
 from service.zookeeper import paths as P
-from service.zookeeper.batch import Op, commit_batches
-from service.zookeeper.records import parse_assignment
-from service.zookeeper.store import Assignment, ZkStore
+from service.zookeeper.metadata.records import parse_assignment
+from service.zookeeper.metadata.store import Assignment, ZkStore
+from service.zookeeper.session.batch import Op, commit_batches
 
 if TYPE_CHECKING:
     from service.leader.metrics_sink import MetricsSink

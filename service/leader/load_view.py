@@ -2,7 +2,7 @@
 
 Each refresh takes one snapshot: live brokers and their reports, namespace layouts, ownership,
 assignments, stored bundle data and quotas. The snapshot comes from a watch-fed cache
-(:class:`ClusterCache` on :mod:`service.zookeeper.cache`): the first refresh of a term (and the
+(:class:`ClusterCache` on :mod:`service.zookeeper.session.cache`): the first refresh of a term (and the
 first after a connection gap) reads everything; later ones read only the nodes whose watches
 fired, so an unchanged cluster costs no read per bundle. Which broker serves which bundle comes,
 as in Pulsar, from the brokers' reports (``LocalBrokerData.bundles``, through ``updateBundleData``);
@@ -44,10 +44,10 @@ from balancer.placement.context import PlacementContext
 from balancer.report_fold import ReportIndex, fold_reports, refresh_time_averages
 from balancer.shedding.base import LoadSheddingStrategy
 from service.zookeeper import paths as P
-from service.zookeeper.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
-from service.zookeeper.policies import PlacementPolicies, PolicyTrees
-from service.zookeeper.records import parse_layout
-from service.zookeeper.store import Assignment, Owner, Versioned, ZkStore
+from service.zookeeper.metadata.policies import PlacementPolicies, PolicyTrees
+from service.zookeeper.metadata.records import parse_layout
+from service.zookeeper.metadata.store import Assignment, Owner, Versioned, ZkStore
+from service.zookeeper.session.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 # The label values of ``malformed_node``: re-exported so the API layer need not reach into zookeeper/.
-from service.zookeeper.validate import PATH_KINDS
+from service.zookeeper.session.validate import PATH_KINDS
 
 # The leader's jobs, the label values of ``job_failed`` (service.leader.schedule runs them).
 JOB_NAMES = ("shedding", "reconcile", "bundle-data", "split")

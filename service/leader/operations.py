@@ -15,7 +15,7 @@ from balancer.bundles import split_bundle_name, topic_namespace
 from balancer.errors import UnknownBroker, UnknownBundle
 from balancer.explain import explain
 from balancer.placement.pipeline import select_broker
-from service.errors import AdminRequired, NotLeader
+from service.errors import AdminRequired, NotLeader, StoreUnavailable
 from service.leader.clock import now_ms
 from service.leader.cluster_view import DecisionRecord
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from service.leader.jobs import LeaderJobs
     from service.leader.load_view import LoadView
     from service.leader.metrics_sink import MetricsSink
-    from service.zookeeper.store import ZkStore
+    from service.zookeeper.metadata.store import ZkStore
 
 # The service's logger, as before these moved here: log settings keyed on its name still apply.
 log = logging.getLogger("service.leader.service")
@@ -68,11 +68,14 @@ class ManualOperations:
     # ---- mutations (leader only) -------------------------------------------------------------------
     def _require_leader(self) -> None:
         if not self.is_leader():
-            info = self.leader_info()
+            try:
+                url, why, info = self.election.verified_leader()
+            except StoreUnavailable:
+                raise NotLeader(None) from None
             if info is not None and info.get("brokerId") == self.instance_id:
                 raise NotLeader(None)  # our own stale node: no one else to send the caller to
-            # Only a verified leader is offered to the REST layer, which forwards the caller's token.
-            url, why = self.election.identity.verify(info)
+            # Only a verified leader is offered to the REST layer, which forwards the caller's token:
+            # its node's signature matches the session owning it and the current epoch.
             if url is None and info is not None:
                 log.warning("not forwarding to the leader node's address: %s (node: %r)", why, info)
                 raise NotLeader(None, f"this instance is not the leader and will not forward: {why}")

@@ -29,7 +29,7 @@ from service.zookeeper import paths as P
 if TYPE_CHECKING:
     from service.leader.metrics_sink import MetricsSink
     from service.settings import Settings
-    from service.zookeeper.store import ZkStore
+    from service.zookeeper.metadata.store import ZkStore
 
 log = logging.getLogger("service.leader.service")
 

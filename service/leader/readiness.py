@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from balancer.config import LoadBalancerConfig
     from service.leader.election import LeaderElection
     from service.settings import Settings
-    from service.zookeeper.store import ZkStore
+    from service.zookeeper.metadata.store import ZkStore
 
 JOB_FAILURES_NOT_READY = 3  # one failure can be a ZooKeeper blip; three in a row is a stuck job
 STALE_VIEW_INTERVALS = 3

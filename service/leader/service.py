@@ -44,10 +44,10 @@ from service.leader.pulsar_mode import PulsarMode
 from service.leader.readiness import Readiness
 from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
-from service.zookeeper.namespaces import NamespaceAdmin
-from service.zookeeper.security import ZkSecurity
-from service.zookeeper.store import ZkStore
-from service.zookeeper.validate import path_kind
+from service.zookeeper.metadata.namespaces import NamespaceAdmin
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.session.security import ZkSecurity
+from service.zookeeper.session.validate import path_kind
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from service.leader.executors import Executor
     from service.leader.load_view import LoadView
     from service.leader.metrics_sink import MetricsSink
-    from service.zookeeper.store import ZkStore
+    from service.zookeeper.metadata.store import ZkStore
 
 log = logging.getLogger(__name__)
 TOPIC_FREE_ALGORITHMS = ("range_equally_divide", SPECIFIED_POSITIONS_DIVIDE)

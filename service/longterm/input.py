@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -25,19 +28,74 @@ class EmptyHistory(Exception):
     """No usable rows in the requested range (missing path, no files, or every row invalid)."""
 
 
+def java_output_shown() -> bool:
+    """Spark's Java output (log4j, stack traces of failed tasks) reaches the terminal only at debug
+    level: ``LOADMGR_LOG_LEVEL=DEBUG`` or ``LOADMGR_DEBUG=1``. Otherwise it goes to :func:`java_log_path`."""
+    return os.environ.get("LOADMGR_LOG_LEVEL", "").strip().upper() == "DEBUG" or bool(
+        os.environ.get("LOADMGR_DEBUG")
+    )
+
+
+def java_log_path() -> Path:
+    """Where this process's Spark JVM writes its output when it is not shown."""
+    return Path(tempfile.gettempdir()) / f"loadmgr-spark-{os.getpid()}.log"
+
+
+def _quiet_gateway(conf: Any) -> None:
+    """Start this process's Spark JVM with its stdout and stderr in :func:`java_log_path`, unless it
+    runs already (then its output goes where it went), spark-submit started it, or debug shows it."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if java_output_shown() or "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None:
+        return
+    log_file = java_log_path().open("ab")
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": log_file, "stderr": log_file})  # type: ignore[no-untyped-call]
+    finally:
+        log_file.close()  # the JVM holds its own descriptor
+    SparkContext._ensure_initialized(gateway=gateway, conf=conf)
+    log.debug("Spark's Java output goes to %s", java_log_path())
+
+
+_SPARK_ERROR = re.compile(r"\[([A-Z][A-Z0-9_.]+)\] ([^\n]*)")
+
+
+def spark_error_line(e: BaseException) -> str:
+    """One line saying why a Spark job failed: the first ``[ERROR_CLASS] message`` in the Java error
+    (which names the file for a read), else the exception's first line; never the stack trace."""
+    text = str(e)
+    found = _SPARK_ERROR.search(text)
+    if found is not None:
+        line = f"[{found.group(1)}] {found.group(2).strip()}"
+    else:
+        line = (text.strip().splitlines() or [type(e).__name__])[0]
+    return line[:400]
+
+
+def spark_errors() -> tuple[type[BaseException], ...]:
+    """What a Spark job raises into Python when the data (or the cluster) fails it."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return (Py4JError, PySparkException)
+
+
 def build_spark(master: str | None = "local[*]", conf: dict[str, str] | None = None) -> SparkSession:
     """A session on ``master``; with None, the master spark-submit was given (else ``local[*]``)."""
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("loadmgr-longterm")
+    spark_conf = SparkConf().setAppName("loadmgr-longterm")
     # spark-submit hands its Python driver a gateway; its --master must not be overridden by a default.
     if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:
-        builder = builder.master(master or "local[*]")
+        spark_conf.setMaster(master or "local[*]")
     settings = {"spark.sql.session.timeZone": "UTC", "spark.ui.showConsoleProgress": "false"}
     settings.update(conf or {})
     for k, v in settings.items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+        spark_conf.set(k, v)
+    _quiet_gateway(spark_conf)
+    spark = SparkSession.builder.config(conf=spark_conf).getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
 

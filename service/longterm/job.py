@@ -3,8 +3,9 @@
 Reads a time range of the history (:mod:`service.longterm.input`), computes per-bundle long-term traffic
 and per-broker capacity (:mod:`service.longterm.compute`), writes the results to Parquet and, unless
 ``--dry-run``, merges ``longTermData`` into ZooKeeper (:mod:`service.longterm.merge`). Every step logs
-its counts and time. Exit codes: 0 done, 2 bad arguments, 3 empty or missing history, 4 ZooKeeper
-(unreachable, or it refused a write: the merge stops there and is resumable, see
+its counts and time. Exit codes: 0 done, 2 bad arguments, or ZooKeeper's ACL refused some nodes to
+loadmgr's identity (every other node is merged, the refused ones are named), 3 empty or missing
+history, 4 ZooKeeper unreachable (before, or during the merge: that stops there and is resumable, see
 :mod:`service.longterm.merge`), 5 the history could not be read. Each failure is one line on stderr.
 Corrupt Parquet files in the range are skipped (Spark logs each one), not fatal.
 """
@@ -30,7 +31,8 @@ from balancer.longterm import BundleLongTerm, long_term_message_data
 from balancer.models import TimeAverageMessageData
 from service.longterm.compute import compute_bundles, compute_capacity
 from service.longterm.input import VALUES, CycleManifest, EmptyHistory, build_spark, read_range
-from service.zookeeper.hosts import check_hosts
+from service.zookeeper.session.hosts import check_hosts
+from service.zookeeper.session.security import ZkSecurity
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,6 +56,9 @@ class JobOptions:
     master: str | None = None  # None: spark-submit's --master, else local[*]
     mode: str = "pulsar"
     p95: bool = False  # also compute p95 (always on with mode p95)
+    # loadmgr's ZooKeeper identity, ACL and TLS (LOADMGR_ZK_*): the leader created the bundle-data
+    # nodes with it, so the job needs the same one to reach and update them
+    security: ZkSecurity = field(default_factory=ZkSecurity)
 
 
 @dataclass
@@ -198,6 +203,11 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
             raise InvalidInput("--zk", args.zk, str(e)) from None
     if args.chroot and (not args.chroot.startswith("/") or args.chroot.endswith("/")):
         raise InvalidInput("--chroot", args.chroot, "expected a ZooKeeper path such as /pulsar")
+    security = ZkSecurity()
+    if args.zk and not args.dry_run:
+        from service.settings import Settings
+
+        security = ZkSecurity.from_settings(Settings())
     if args.out:
         local = args.out[len("file://") :] if args.out.startswith("file://") else args.out
         if "://" not in local and Path(local).exists() and not Path(local).is_dir():
@@ -213,6 +223,7 @@ def options_from_args(args: argparse.Namespace) -> JobOptions:
         master=args.master,
         mode=args.mode,
         p95=args.p95,
+        security=security,
     )
 
 
@@ -237,7 +248,9 @@ def execute(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
         print(f"loadmgr longterm: {e} (range {args.start} .. {args.end}); nothing to do", file=sys.stderr)
         return EXIT_EMPTY
     except Exception as e:  # Spark's read and write errors arrive as Py4J/Analysis exceptions
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        from service.longterm.input import spark_error_line
+
+        first = spark_error_line(e)
         print(f"loadmgr longterm: the history or --out could not be used: {first}", file=sys.stderr)
         return EXIT_INPUT
     if options.dry_run or not options.zk:
@@ -250,24 +263,29 @@ def execute(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
 
 
 def zookeeper_problem(options: JobOptions) -> str | None:
-    """Why the merge could not even start (None: ZooKeeper answers and the bundle-data root is readable)."""
-    from kazoo.client import KazooClient
-    from kazoo.exceptions import KazooException, NoNodeError
+    """Why the merge could not even start (None: ZooKeeper answers, with loadmgr's TLS and identity,
+    and the bundle-data root is readable)."""
+    from kazoo.exceptions import AuthFailedError, KazooException, NoNodeError
     from kazoo.handlers.threading import KazooTimeoutError
+
+    from service.zookeeper.session.client import new_client
 
     hosts = f"{options.zk}{options.chroot or ''}"
     try:
-        client = KazooClient(hosts=hosts, timeout=15.0)
-    except ValueError as e:
-        return f"ZooKeeper connection string {hosts!r}: {e}"
+        client = new_client(hosts, options.security, 15.0)
+    except InvalidInput as e:
+        return str(e)
+    how = f"as {options.security.describe()}"
     try:
         client.start(timeout=8.0)
         with contextlib.suppress(NoNodeError):
             client.get_children("/loadbalance/bundle-data")
-    except KazooTimeoutError:
-        return f"ZooKeeper at {hosts} did not answer"
+    except AuthFailedError:
+        return f"ZooKeeper at {hosts} refused the login {how}"
+    except (KazooTimeoutError, OSError):
+        return f"ZooKeeper at {hosts} did not answer {how}"
     except KazooException as e:
-        return f"ZooKeeper at {hosts} refused: {type(e).__name__}"
+        return f"ZooKeeper at {hosts} refused {how}: {type(e).__name__}"
     finally:
         client.stop()
         client.close()
@@ -275,24 +293,15 @@ def zookeeper_problem(options: JobOptions) -> str | None:
 
 
 def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
-    from kazoo.client import KazooClient
     from kazoo.exceptions import KazooException
     from kazoo.handlers.threading import KazooTimeoutError
 
     from service.longterm.merge import merge_long_term
-    from service.settings import Settings
-    from service.zookeeper.security import ZkSecurity
+    from service.zookeeper.session.client import new_client
 
     hosts = f"{options.zk}{options.chroot or ''}"
     started = time.monotonic()
-    # The leader created the bundle-data nodes with loadmgr's identity (LOADMGR_ZK_AUTH[_FILE]):
-    # the job needs the same one, and the same TLS settings, to update them.
-    try:
-        security = ZkSecurity.from_settings(Settings())
-    except InvalidInput as e:
-        print(f"loadmgr longterm: {e}", file=sys.stderr)
-        return EXIT_BAD_ARGS
-    client = KazooClient(hosts=hosts, timeout=15.0, **security.kazoo_kwargs())
+    client = new_client(hosts, options.security, 15.0)
     try:
         client.start(timeout=15.0)
     except (KazooTimeoutError, KazooException) as e:
@@ -313,6 +322,16 @@ def merge_into_zookeeper(options: JobOptions, result: JobResult) -> int:
             file=sys.stderr,
         )
         return EXIT_ZK
+    if report.refused:
+        # every other node is merged; a rerun cannot change an ACL, so none is promised
+        names = ", ".join(report.refused[:5]) + (" ..." if len(report.refused) > 5 else "")
+        print(
+            f"loadmgr longterm: merged {report.done} of {len(result.long_term)} bundles; ZooKeeper's ACL"
+            f" refused {len(report.refused)} to {options.security.describe()}: {names} (grant this identity"
+            " write on those nodes, or set LOADMGR_ZK_AUTH to the identity that owns them)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_ARGS
     print(
         f"[longterm] zookeeper: {report.updated} updated, {report.created} created, {report.skipped} skipped,"
         f" {report.conflicts_retried} retried conflicts in {time.monotonic() - started:.1f} s",

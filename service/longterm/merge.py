@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NoAuthError, NodeExistsError, NoNodeError
 
 from balancer.bundles import split_bundle_name
 from balancer.errors import InvalidInput
 from balancer.explain import Explanation, explain
 from balancer.models import BundleData, TimeAverageMessageData
-from service.zookeeper.validate import BadNode, decode
+from service.zookeeper.session.validate import BadNode, decode
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,8 @@ class MergeReport:
     skipped: int = 0
     conflicts_retried: int = 0
     outcomes: list[Explanation] = field(default_factory=list)
-    stopped: str | None = None  # why ZooKeeper ended the merge early (NoAuth, connection lost), if it did
+    stopped: str | None = None  # why ZooKeeper ended the merge early (connection lost), if it did
+    refused: list[str] = field(default_factory=list)  # bundles whose node (or parent) ACL refused us
 
     @property
     def done(self) -> int:
@@ -71,9 +72,14 @@ def merge_long_term(
             outcome = _merge_one(
                 client, bundle, long_term[bundle], bundle in live_bundles, max_attempts, report
             )
+        except NoAuthError:
+            # This node's ACL (or its parent's, for a create) does not grant loadmgr's identity: a
+            # rerun would be refused the same way, so go on with the others and name it at the end.
+            report.refused.append(bundle)
+            outcome = explain("refused", "ZooKeeper's ACL refused this identity (NoAuth)", bundle)
         except KazooException as e:
-            # NoAuth, a lost connection: every later write would fail the same way. Stop with what is
-            # done; each write replaced one whole node, so a rerun of the same range finishes the rest.
+            # A lost connection or session: every later write would fail the same way. Stop with what
+            # is done; each write replaced one whole node, so a rerun of the same range finishes the rest.
             report.stopped = f"{type(e).__name__} at {bundle}"
             break
         report.outcomes.append(outcome)

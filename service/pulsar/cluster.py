@@ -38,8 +38,8 @@ from typing import IO, Any
 import httpx
 
 from service.pulsar.runtime import PulsarLaunchError, find_pulsar_lib, java_or_fail, jvm_command
-from service.zookeeper.launcher import EmbeddedZooKeeper
-from service.zookeeper.process import die_with_parent_prefix, free_port
+from service.zookeeper.server.launcher import EmbeddedZooKeeper
+from service.zookeeper.server.process import die_with_parent_prefix, free_port
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-from service.zookeeper.java import MIN_JAVA_VERSION, cached_java_version, find_java
+from service.zookeeper.server.java import MIN_JAVA_VERSION, cached_java_version, find_java
 
 ROOT = Path(__file__).resolve().parents[2]
 POM = ROOT / "deploy" / "pulsar" / "pom.xml"

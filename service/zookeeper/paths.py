@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from balancer.errors import InvalidInput
+
 BROKERS = "/loadbalance/brokers"
 LEADER = "/loadbalance/leader"
 BUNDLE_DATA = "/loadbalance/bundle-data"
@@ -48,7 +50,12 @@ def is_range(name: str) -> bool:
 
 
 def join(root: str, name: str) -> str:
-    return f"{root.rstrip('/')}/{name.strip('/')}"
+    """``root/name``; InvalidInput when ``name`` has a ``.`` or ``..`` segment, which ZooKeeper refuses
+    as a relative path: a name from a request must never reach it as a server error."""
+    tail = name.strip("/")
+    if any(seg in (".", "..") for seg in tail.split("/")):
+        raise InvalidInput("path", name, "'.' and '..' are not names")
+    return f"{root.rstrip('/')}/{tail}"
 
 
 def broker_path(broker_id: str) -> str:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from service.demo.cluster import Demo, DemoOptions
+from tests.timing import scaled
 
 TOKEN = "e2e-secret"
 BALANCE_TIMEOUT_S = 120.0
@@ -59,8 +60,9 @@ def auth() -> dict[str, str]:
 
 
 def _wait_for(fn: Any, timeout_s: float = 15.0, interval_s: float = 0.25) -> Any:
-    """Poll ``fn`` until it returns something truthy; return it (or the last falsy value)."""
-    deadline = time.monotonic() + timeout_s
+    """Poll ``fn`` until it returns something truthy; return it (or the last falsy value). The budget
+    is scaled by :func:`tests.timing.time_factor`."""
+    deadline = time.monotonic() + scaled(timeout_s)
     value = fn()
     while not value and time.monotonic() < deadline:
         time.sleep(interval_s)

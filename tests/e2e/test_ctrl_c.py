@@ -215,7 +215,7 @@ def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: P
 def test_the_embedded_zookeeper_dies_with_a_killed_demo(tmp_path: Path) -> None:
     """Its own session keeps the JVM out of Ctrl-C's reach; the parent-death signal still takes it
     down when the demo dies without a chance to stop it (kill -9)."""
-    from service.zookeeper.process import die_with_parent_prefix
+    from service.zookeeper.server.process import die_with_parent_prefix
 
     if shutil.which("java") is None or not die_with_parent_prefix():
         pytest.skip("needs Java and util-linux setpriv with --pdeathsig")

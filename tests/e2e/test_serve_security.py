@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service.zookeeper.process import free_port
+from service.zookeeper.server.process import free_port
 
 pytestmark = pytest.mark.e2e
 

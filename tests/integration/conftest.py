@@ -23,7 +23,8 @@ from service.broker.workload import Scenario
 from service.leader.service import LoadManagerService
 from service.settings import Settings
 from service.zookeeper import paths as P
-from service.zookeeper.store import Assignment, ZkStore
+from service.zookeeper.metadata.store import Assignment, ZkStore
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT_SESSION_S = 4.0
@@ -44,14 +45,17 @@ def fast_config(**overrides: Any) -> LoadBalancerConfig:
 
 
 def wait_for(pred: Callable[[], bool], timeout: float, interval: float = 0.1, what: str = "") -> float:
-    """Poll until ``pred()``; returns the seconds it took, fails the test at the deadline."""
+    """Poll until ``pred()``; returns the seconds it took, fails the test at the deadline.
+
+    ``timeout`` is the budget on a quiet machine; it is scaled by :func:`tests.timing.time_factor`."""
     start = time.monotonic()
+    timeout = scaled(timeout)
     while time.monotonic() - start < timeout:
         with contextlib.suppress(Exception):
             if pred():
                 return time.monotonic() - start
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or pred}")
+    raise AssertionError(f"timed out after {timeout:.0f}s (scaled) waiting for {what or pred}")
 
 
 class Cluster:

@@ -1,4 +1,4 @@
-"""Fenced batched writes (service.zookeeper.batch) on a real ZooKeeper: packing, conflicts, fencing."""
+"""Fenced batched writes (service.zookeeper.session.batch) on a real ZooKeeper: packing, conflicts."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from service.zookeeper.batch import Op, commit_batches
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.session.batch import Op, commit_batches
 
 
 @pytest.fixture

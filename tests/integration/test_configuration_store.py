@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from balancer.bundles import NamespaceBundles
 from service.leader.load_view import LoadView
 from service.zookeeper import paths as P
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
 from tests.integration.test_policies_live import CLUSTER, ISO_NS, write_pulsar_nodes
 
 pytestmark = pytest.mark.integration

@@ -23,9 +23,9 @@ from kazoo.client import KazooClient
 from service.api.app import create_app
 from service.broker.workload import skewed_scenario
 from service.leader.service import LoadManagerService
-from service.zookeeper.audit import AuditReport, audit
-from service.zookeeper.ensemble import ZooKeeperEnsemble, connected_port
-from service.zookeeper.txnlog import cross_check, merged_history
+from service.zookeeper.forensics.audit import AuditReport, audit
+from service.zookeeper.forensics.txnlog import cross_check, merged_history
+from service.zookeeper.server.ensemble import ZooKeeperEnsemble, connected_port
 from tests.integration.conftest import (
     ROOT,
     SERVICE_SESSION_S,

@@ -29,7 +29,7 @@ from service.broker.workload import Scenario, skewed_scenario
 from service.leader.service import LoadManagerService
 from service.settings import Settings
 from service.zookeeper import paths as P
-from service.zookeeper.store import Assignment, ZkStore
+from service.zookeeper.metadata.store import Assignment, ZkStore
 from tests.integration.conftest import Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

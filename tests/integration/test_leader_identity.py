@@ -23,7 +23,7 @@ from service.leader.identity import SIGNATURE_KEY
 from service.leader.service import LoadManagerService
 from service.settings import Settings
 from service.zookeeper import paths as P
-from service.zookeeper.process import free_port
+from service.zookeeper.server.process import free_port
 from tests.integration.conftest import fast_config, wait_for
 from tests.integration.servers import Trap, served
 
@@ -134,3 +134,35 @@ def test_rewritten_leader_node_gets_nothing_and_is_restored(
         r = client.post(f"/bundles/{BUNDLE}/unload", headers=AUTH)
         assert r.headers.get("x-loadmgr-served-by") == f"http://127.0.0.1:{leader_port}"
         assert trap.requests == []
+
+
+def test_replayed_leader_node_gets_nothing(
+    zk_chroot_hosts: str, zk_client: KazooClient, services: list[LoadManagerService]
+) -> None:
+    """Issue 33 item 1: record leader A's signed node, let A die and B win, then recreate the node as
+    one's own ephemeral node holding A's bytes while listening on A's address: no follower forwards
+    to it (the signature binds A's session and epoch; the node's Stat shows another owner)."""
+    with Trap() as trap:
+        a_port = int(trap.url.rsplit(":", 1)[1])
+        a = _service(zk_chroot_hosts, "lm-a", a_port)  # A's address is where the attacker listens
+        wait_for(a.is_leader, 20, what="A leads")
+        b = _service(zk_chroot_hosts, "lm-b", free_port())
+        services.append(b)
+        recorded = zk_client.get(P.LEADER)[0]
+        assert json.loads(recorded)[SIGNATURE_KEY]
+        a.stop()
+        wait_for(b.is_leader, 20, what="B wins after A dies")
+        # the attacker has write access (an open ZooKeeper): B's node replaced by A's recorded bytes
+        zk_client.delete(P.LEADER)
+        zk_client.create(P.LEADER, recorded, ephemeral=True)
+        wait_for(lambda: not b.is_leader(), 10, what="B sees the node is no longer its own")
+        assert zk_client.get(P.LEADER)[0] == recorded
+        answers = _ask(_follower_client(b))
+        assert [r.status_code for r in answers] == [503, 503], [r.text for r in answers]
+        assert all("signature" in r.json()["detail"]["reason"] for r in answers), [r.text for r in answers]
+        assert trap.requests == []
+        # the attacker's session goes: B wins again, signs for its new epoch, and forwarding resumes
+        zk_client.delete(P.LEADER)
+        wait_for(b.is_leader, 20, what="B leads again")
+        url, why, _ = b.election.verified_leader()
+        assert url is not None and why == "", why

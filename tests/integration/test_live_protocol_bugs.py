@@ -30,8 +30,8 @@ from service.leader.load_view import LoadView, Snapshot
 from service.leader.metrics_sink import NoMetrics
 from service.leader.service import make_strategies
 from service.zookeeper import paths as P
-from service.zookeeper.launcher import EmbeddedZooKeeper, ZooKeeperLaunchError
-from service.zookeeper.store import Assignment, ZkStore
+from service.zookeeper.metadata.store import Assignment, ZkStore
+from service.zookeeper.server.launcher import EmbeddedZooKeeper, ZooKeeperLaunchError
 from tests.integration.conftest import fast_config, wait_for
 
 pytestmark = pytest.mark.integration

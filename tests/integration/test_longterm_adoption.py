@@ -29,7 +29,7 @@ from service.leader.metrics_sink import NoMetrics
 from service.leader.service import make_strategies
 from service.longterm.merge import merge_long_term
 from service.zookeeper import paths as P
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
 from tests.integration.conftest import Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

@@ -447,26 +447,30 @@ def test_bad_out_and_zk_are_refused_before_any_computation(
     assert "nothing computed" in err and "[longterm" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_noauth_stops_the_merge_with_one_line_and_a_rerun_completes_it(
+def test_noauth_nodes_are_named_and_every_other_node_is_merged(
     zk_client: KazooClient, zk_chroot_hosts: str, capsys: Any
 ) -> None:
-    bundles = [f"t/acl/0x{i:08x}_0x{i + 1:08x}" for i in range(3)]
+    """Issue 33 item 9: the merge used to stop at the first node it may not write (1 of 44 merged)
+    and promise that a rerun completes it, which an ACL never lets it."""
+    bundles = [f"t/acl/0x{i:08x}_0x{i + 1:08x}" for i in range(6)]
     zk_client.add_auth("digest", "owner:secret")
-    locked = f"/loadbalance/bundle-data/{bundles[1]}"
-    zk_client.ensure_path("/loadbalance/bundle-data/t/acl")  # open parents: only the one node is locked
-    zk_client.create(locked, b"{}", acl=[make_digest_acl("owner", "secret", all=True)])
+    locked = [f"/loadbalance/bundle-data/{bundles[i]}" for i in (1, 3)]
+    zk_client.ensure_path("/loadbalance/bundle-data/t/acl")  # open parents: only the two nodes are locked
+    for path in locked:
+        zk_client.create(path, b"{}", acl=[make_digest_acl("owner", "secret", all=True)])
     data = TimeAverageMessageData(max_samples=1000, num_samples=1000, msg_rate_in=7.0)
     result = JobResult(0, 0, {}, [], {b: data for b in bundles}, set(bundles))
     options = JobOptions(history="-", start_ms=0, end_ms=1, zk=zk_chroot_hosts)
-    assert merge_into_zookeeper(options, result) == EXIT_ZK
+    assert merge_into_zookeeper(options, result) == EXIT_BAD_ARGS
     err = capsys.readouterr().err
-    assert "NoAuthError" in err and "rerunning" in err and "Traceback" not in err
-    assert (
-        json.loads(zk_client.get(f"/loadbalance/bundle-data/{bundles[0]}")[0])["longTermData"]["msgRateIn"]
-        == 7.0
-    )
-    assert zk_client.exists(f"/loadbalance/bundle-data/{bundles[2]}") is None  # stopped, not skipped past
-    zk_client.set_acls(locked, [make_digest_acl("owner", "secret", all=True), *OPEN_ACL_UNSAFE])
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "merged 4 of 6" in err and bundles[1] in err and bundles[3] in err and "rerun" not in err, err
+    for i, b in enumerate(bundles):
+        doc = json.loads(zk_client.get(f"/loadbalance/bundle-data/{b}")[0])
+        assert (doc == {}) if i in (1, 3) else doc["longTermData"]["msgRateIn"] == 7.0
+    # once the ACL grants it, the same job completes
+    for path in locked:
+        zk_client.set_acls(path, [make_digest_acl("owner", "secret", all=True), *OPEN_ACL_UNSAFE])
     assert merge_into_zookeeper(options, result) == EXIT_OK
     for b in bundles:
         assert (

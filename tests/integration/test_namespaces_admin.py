@@ -11,9 +11,9 @@ import pytest
 from balancer.errors import InvalidInput
 from service.commands.cli import main
 from service.zookeeper import paths as P
-from service.zookeeper.namespaces import NamespaceAdmin
-from service.zookeeper.policies import read_placement_policies
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.namespaces import NamespaceAdmin
+from service.zookeeper.metadata.policies import read_placement_policies
+from service.zookeeper.metadata.store import ZkStore
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from service.zookeeper import nodes
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from balancer.models import BundleData, LocalBrokerData, ResourceUsage
 from service.api.metrics import PrometheusMetrics
 from service.broker.workload import skewed_scenario
 from service.zookeeper import paths as P
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
 from tests.integration.conftest import Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration
@@ -88,7 +88,7 @@ def test_every_poison_payload_is_skipped_logged_once_and_counted_by_kind(
         store.read_workload,
         lambda: store.read_workload_as(dict),
     )
-    caplog.set_level(logging.WARNING, logger="service.zookeeper.nodes")
+    caplog.set_level(logging.WARNING, logger="service.zookeeper.session.nodes")
     for read in reads:
         read()  # none raises
     assert set(store.read_brokers()) == {"ok:8080"}

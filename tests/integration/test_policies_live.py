@@ -14,7 +14,7 @@ from balancer.bundles import NamespaceBundles, split_bundle_name
 from service.api.metrics import PrometheusMetrics
 from service.broker.workload import BundleLoad, Scenario
 from service.zookeeper import paths as P
-from service.zookeeper.store import Assignment, ZkStore
+from service.zookeeper.metadata.store import Assignment, ZkStore
 from tests.integration.conftest import Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ from service.demo.synthetic import SyntheticCluster
 from service.leader.load_view import LoadView
 from service.leader.service import make_strategies
 from service.longterm.merge import merge_long_term
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
 from tests.integration.conftest import wait_for
 from tests.integration.test_watch_view import _expire
 

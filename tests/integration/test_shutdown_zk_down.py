@@ -8,7 +8,7 @@ import time
 import pytest
 
 from service.broker.workload import skewed_scenario
-from service.zookeeper.launcher import EmbeddedZooKeeper
+from service.zookeeper.server.launcher import EmbeddedZooKeeper
 from tests.integration.conftest import Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
-from service.zookeeper.process import free_port
+from service.zookeeper.server.process import free_port
 from tests.integration.replay_history import write_history
 
 pyspark = pytest.importorskip("pyspark")

@@ -12,9 +12,9 @@ from kazoo.client import KazooClient
 
 from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAverageBrokerData
 from service.errors import StaleWrite, StoreUnavailable
-from service.zookeeper import nodes as zk_json
 from service.zookeeper import paths as P
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.session import nodes as zk_json
 
 pytestmark = pytest.mark.integration
 

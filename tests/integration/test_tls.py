@@ -22,11 +22,11 @@ from service.commands.cli import main as cli_main
 from service.errors import StoreUnavailable
 from service.leader.service import LoadManagerService
 from service.settings import Settings
-from service.zookeeper.launcher import EmbeddedZooKeeper
-from service.zookeeper.process import free_port
-from service.zookeeper.security import ZkSecurity
-from service.zookeeper.server_config import ServerTls
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.server.launcher import EmbeddedZooKeeper
+from service.zookeeper.server.process import free_port
+from service.zookeeper.server.server_config import ServerTls
+from service.zookeeper.session.security import ZkSecurity
 from tests.integration.conftest import ROOT, fast_config, wait_for
 from tests.integration.tls_files import TlsFiles, make_ca
 

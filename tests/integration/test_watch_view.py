@@ -30,9 +30,9 @@ from service.leader.metrics_sink import NoMetrics
 from service.leader.service import make_strategies
 from service.longterm.merge import merge_long_term
 from service.zookeeper import paths as P
-from service.zookeeper.cache import WatchCache, depth_leaf
-from service.zookeeper.policies import read_placement_policies
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.policies import read_placement_policies
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.session.cache import WatchCache, depth_leaf
 from tests.integration.conftest import wait_for
 
 # Small enough that each full re-read to compare with stays near a second (bench/live_scale.py runs

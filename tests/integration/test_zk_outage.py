@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from service.broker.workload import skewed_scenario
-from service.zookeeper.launcher import EmbeddedZooKeeper
+from service.zookeeper.server.launcher import EmbeddedZooKeeper
 from tests.integration.conftest import SERVICE_SESSION_S, Cluster, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

@@ -21,9 +21,9 @@ from service.errors import ZkAccessDenied
 from service.leader.service import LoadManagerService
 from service.settings import Settings
 from service.zookeeper import paths as P
-from service.zookeeper.launcher import EmbeddedZooKeeper
-from service.zookeeper.security import ZkSecurity
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.server.launcher import EmbeddedZooKeeper
+from service.zookeeper.session.security import ZkSecurity
 from tests.integration.conftest import ROOT, fast_config, wait_for
 
 pytestmark = pytest.mark.integration

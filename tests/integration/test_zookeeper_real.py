@@ -14,7 +14,7 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 from kazoo.protocol.states import ZnodeStat
 
-from service.zookeeper.launcher import EmbeddedZooKeeper, find_zookeeper_jars, java_version
+from service.zookeeper.server.launcher import EmbeddedZooKeeper, find_zookeeper_jars, java_version
 
 pytestmark = pytest.mark.integration
 

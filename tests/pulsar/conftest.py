@@ -21,7 +21,7 @@ import pytest
 
 from service.pulsar.cluster import PulsarCluster
 from service.pulsar.runtime import PulsarLaunchError, find_pulsar_lib
-from service.zookeeper.process import free_port
+from service.zookeeper.server.process import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # A slow, shared machine stretches every wait by this factor (documented in README, "Tests").

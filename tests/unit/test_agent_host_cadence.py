@@ -8,7 +8,7 @@ from balancer.config import LoadBalancerConfig
 from balancer.models import NamespaceBundleStats, ResourceUsage, SystemResourceUsage
 from service.broker.agent import BrokerAgent, agent_version
 from service.broker.host_usage import HostUsage
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.store import ZkStore
 
 
 class CountingHost:

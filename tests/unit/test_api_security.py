@@ -15,9 +15,9 @@ from service.api import create_app
 from service.api.metrics import PrometheusMetrics
 from service.commands.serve import check_exposure, settings_from_args
 from service.errors import AdminRequired
-from service.leader.identity import SIGNATURE_KEY, LeaderIdentity
+from service.leader.identity import EPOCH_KEY, SIGNATURE_KEY, LeaderIdentity
 from service.settings import Settings
-from service.zookeeper.security import ZkSecurity, parse_acl
+from service.zookeeper.session.security import ZkSecurity, parse_acl
 from tests.unit.test_api import FakeService
 
 ADMIN, READ = "admin-t0ken-0123456789", "read-t0ken-0123456789"
@@ -151,14 +151,14 @@ def test_cross_origin_mutations_and_foreign_hosts_are_refused(
 
 
 def test_oversized_bodies_get_413_declared_or_chunked(svc: OwnedOnlyService) -> None:
-    client = _client(svc, max_request_bytes=1000)
-    big = {"loadBalancerSheddingIntervalMinutes": 2, "pad": "x" * 2000}
+    client = _client(svc, max_request_bytes=1024)
+    big = {"loadBalancerSheddingIntervalMinutes": 2, "pad": "x" * 3000}
     r = client.put("/config", json=big, headers=A)
     assert r.status_code == 413 and r.json()["error"] == "RequestTooLarge"
 
     def chunks() -> Iterator[bytes]:
         yield b'{"loadBalancerSheddingIntervalMinutes": 2, "pad": "'
-        for _ in range(30):
+        for _ in range(40):
             yield b"x" * 100
         yield b'"}'
 
@@ -195,18 +195,36 @@ def test_serve_refuses_open_non_loopback_and_argv_tokens(tmp_path: Path) -> None
 
 def test_leader_identity_signature_and_allow_list() -> None:
     ident = LeaderIdentity.of(ADMIN)
-    doc = ident.document("lm-1", "https://lm-1:8443")
-    assert ident.verify(doc) == ("https://lm-1:8443", "")
+    doc = ident.document("lm-1", "https://lm-1:8443", session_id=0x1234, epoch=7)
+    assert doc[EPOCH_KEY] == 7
+    assert ident.verify(doc, 0x1234, 7) == ("https://lm-1:8443", "")
     forged = {**doc, "serviceUrl": "http://evil:9"}
-    assert ident.verify(forged)[0] is None and "signature" in ident.verify(forged)[1]
-    assert LeaderIdentity.of("other-token").verify(doc)[0] is None  # another cluster's key
+    assert ident.verify(forged, 0x1234, 7)[0] is None and "signature" in ident.verify(forged, 0x1234, 7)[1]
+    assert LeaderIdentity.of("other-token").verify(doc, 0x1234, 7)[0] is None  # another cluster's key
     unsigned = {"brokerId": "lm-1", "serviceUrl": "https://lm-1:8443"}
-    assert ident.verify(unsigned)[0] is None and SIGNATURE_KEY not in unsigned
+    assert ident.verify(unsigned, 0x1234, 7)[0] is None and SIGNATURE_KEY not in unsigned
     listed = LeaderIdentity.of(None, "https://lm-1:8443/, https://lm-2:8443")
     assert listed.verify(unsigned)[0] == "https://lm-1:8443"
     assert listed.verify({"brokerId": "x", "serviceUrl": "https://lm-3:8443"})[0] is None
     assert LeaderIdentity.of(None).verify({"brokerId": "x", "serviceUrl": "file:///etc/passwd"})[0] is None
     assert LeaderIdentity.of(None).verify({"brokerId": "x", "serviceUrl": "http://a:1"})[0] == "http://a:1"
+
+
+def test_a_replayed_leader_node_does_not_verify() -> None:
+    """Issue 33 item 1: the recorded bytes of a dead leader's node, recreated by another session, or
+    shown in a later epoch, must not verify (the signature used to cover the id and URL only)."""
+    ident = LeaderIdentity.of(ADMIN)
+    recorded = ident.document("lm-a", "http://127.0.0.1:8080", session_id=0xA, epoch=3)
+    assert ident.verify(recorded, 0xA, 3)[0] == "http://127.0.0.1:8080"
+    url, why = ident.verify(recorded, 0xE, 3)  # recreated as the attacker's own ephemeral node
+    assert url is None and "replayed" in why
+    url, why = ident.verify(recorded, 0xA, 4)  # a newer leader has won since
+    assert url is None and "epoch" in why
+    for missing in ("loadmgrEpoch", SIGNATURE_KEY):
+        partial = {k: v for k, v in recorded.items() if k != missing}
+        assert ident.verify(partial, 0xA, 3)[0] is None
+    assert ident.verify(recorded, None, 3)[0] is None  # no owner session known: not trusted
+    assert ident.verify({**recorded, "loadmgrEpoch": "3"}, 0xA, 3)[0] is None
 
 
 def test_acl_parsing_names_the_field() -> None:

@@ -19,6 +19,17 @@ ALLOWED: dict[str, set[str]] = {
     "longterm": {"zookeeper"},
     "zookeeper": set(),
 }
+# Inside service/zookeeper, by concern (see its docstring): "paths" is the module paths.py, the others
+# are subpackages. An import of the package itself (``from service.zookeeper import paths``) names
+# the module imported.
+ZK = ROOT / "zookeeper"
+ZK_FOUNDATION = {"paths"}
+ZK_ALLOWED: dict[str, set[str]] = {
+    "session": set(),
+    "metadata": {"session"},
+    "server": set(),
+    "forensics": {"metadata", "session", "server"},
+}
 
 
 def _owner(path: Path) -> str:
@@ -52,6 +63,56 @@ def _violations() -> list[str]:
             if target != owner and target not in allowed:
                 bad.append(f"{path.relative_to(ROOT.parent)}:{line}: {owner} imports service.{target}")
     return bad
+
+
+def _zk_part(path: Path) -> str:
+    return path.relative_to(ZK).with_suffix("").parts[0]
+
+
+def _zk_imports(path: Path) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "service.zookeeper":
+                names = [f"service.zookeeper.{a.name}" for a in node.names]
+            else:
+                names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        found += [(node.lineno, n.split(".")[2]) for n in names if n.startswith("service.zookeeper.")]
+    return found
+
+
+def _zk_violations() -> list[str]:
+    bad = []
+    for path in sorted(ZK.rglob("*.py")):
+        part = _zk_part(path)
+        if part == "__init__":
+            continue
+        allowed = set() if part in ZK_FOUNDATION else ZK_ALLOWED[part] | ZK_FOUNDATION
+        for line, target in _zk_imports(path):
+            if target != part and target not in allowed:
+                bad.append(
+                    f"{path.relative_to(ROOT.parent)}:{line}: zookeeper.{part} imports zookeeper.{target}"
+                )
+    return bad
+
+
+def test_zookeeper_is_split_by_concern() -> None:
+    parts = {_zk_part(p) for p in ZK.rglob("*.py")} - {"__init__"}
+    assert parts == set(ZK_ALLOWED) | ZK_FOUNDATION, parts ^ (set(ZK_ALLOWED) | ZK_FOUNDATION)
+    assert _zk_violations() == []
+
+
+def test_the_zookeeper_check_catches_a_cross_concern_import() -> None:
+    # The session plumbing must not reach up into Pulsar's records.
+    probe = ZK / "session" / "_layer_probe.py"
+    probe.write_text("from service.zookeeper.metadata import store\n")
+    try:
+        assert any("_layer_probe" in v for v in _zk_violations())
+    finally:
+        probe.unlink()
 
 
 def test_every_module_belongs_to_a_known_layer() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from balancer.models import LocalBrokerData, NamespaceBundleStats
-from service.zookeeper.records import JUTE_MAXBUFFER, report_size_warning
-from service.zookeeper.wire import json_bytes
+from service.zookeeper.metadata.records import JUTE_MAXBUFFER, report_size_warning
+from service.zookeeper.session.wire import json_bytes
 
 
 def _report(bundles: int) -> bytes:

@@ -7,8 +7,8 @@ import struct
 import zlib
 from pathlib import Path
 
-from service.zookeeper.audit import audit
-from service.zookeeper.txnlog import Op, Txn, merged_history, read_txn_log
+from service.zookeeper.forensics.audit import audit
+from service.zookeeper.forensics.txnlog import Op, Txn, merged_history, read_txn_log
 
 LEADER, AGENT_A, AGENT_B, ADMIN = 0x10, 0xA, 0xB, 0x1
 NS = "public/default"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from balancer.placement.context import PlacementContext
-from service.zookeeper.policies import (
+from service.zookeeper.metadata.policies import (
     PlacementPolicies,
     parse_anti_affinity_group,
     parse_failure_domain,

@@ -2,7 +2,7 @@
 and the ``java`` command line.
 
 :func:`write_server_config` writes both files into the server's private directory for
-:class:`~service.zookeeper.launcher.EmbeddedZooKeeper` (an ensemble member appends its quorum lines
+:class:`~service.zookeeper.server.launcher.EmbeddedZooKeeper` (an ensemble member appends its quorum lines
 to the same ``zoo.cfg``); :class:`ServerTls` names the PEM files of the optional TLS client port;
 :func:`java_command` is the JVM's command line, whose main class (``MAIN_CLASS``) an ensemble member
 swaps for the quorum peer's.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from service.zookeeper.process import die_with_parent_prefix
+from service.zookeeper.server.process import die_with_parent_prefix
 
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 

@@ -4,7 +4,7 @@ The pyspark wheel (the `spark` extra, which `make` installs) already ships the Z
 server jars, so all that is needed on top is a Java runtime. The server runs as a
 plain ``java`` child process in standalone mode, on a free loopback port, with its
 data, config and log in a private temporary directory. What goes into its config files and
-command line is :mod:`service.zookeeper.server_config`'s; this module runs and stops the process.
+command line is :mod:`service.zookeeper.server.server_config`'s; this module runs and stops the process.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal, Self
 
-from service.zookeeper.java import (
+from service.zookeeper.server.java import (
     JAVA_INSTALL_HINT,
     MIN_JAVA_VERSION,
     ZooKeeperLaunchError,
@@ -34,8 +34,8 @@ from service.zookeeper.java import (
     find_zookeeper_jars,
     java_version,
 )
-from service.zookeeper.process import four_letter_word, free_port, port_in_use
-from service.zookeeper.server_config import ServerTls, java_command, write_server_config
+from service.zookeeper.server.process import four_letter_word, free_port, port_in_use
+from service.zookeeper.server.server_config import ServerTls, java_command, write_server_config
 
 __all__ = [
     "MIN_JAVA_VERSION",
@@ -64,7 +64,7 @@ class EmbeddedZooKeeper:
     Usage::
 
         with EmbeddedZooKeeper() as zk:
-            client = KazooClient(hosts=zk.hosts)
+            client = new_client(zk.hosts, ZkSecurity(), 10.0)  # service.zookeeper.session.client
 
     ``pause()``/``resume()`` SIGSTOP/SIGCONT the JVM, which is the closest local
     stand-in for a ZooKeeper stall or network partition: TCP connections stay up

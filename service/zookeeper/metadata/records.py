@@ -1,6 +1,6 @@
 """Pulsar's records checked one by one: each ``parse_*`` takes a node's validated JSON (see
-:mod:`service.zookeeper.validate`) and returns the record or raises (BadNode, pydantic's
-ValidationError); :meth:`~service.zookeeper.nodes.JsonZk.parse_node` turns that into "skipped,
+:mod:`service.zookeeper.session.validate`) and returns the record or raises (BadNode, pydantic's
+ValidationError); :meth:`~service.zookeeper.session.nodes.JsonZk.parse_node` turns that into "skipped,
 logged once, counted". Also the size check of a broker report against ``jute.maxbuffer``.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 from balancer.bundles import NamespaceBundles
 from balancer.errors import InvalidInput
 from balancer.models import BundleData, LocalBrokerData, ResourceQuota
-from service.zookeeper.validate import JAVA_LONG_MAX, BadNode, finite_number
+from service.zookeeper.session.validate import JAVA_LONG_MAX, BadNode, finite_number
 
 
 @dataclass(frozen=True)

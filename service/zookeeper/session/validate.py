@@ -27,7 +27,7 @@ from typing import Any
 
 from service.zookeeper import paths as P
 
-log = logging.getLogger("service.zookeeper.nodes")
+log = logging.getLogger("service.zookeeper.session.nodes")
 
 # ZooKeeper's own default jute.maxbuffer: a node larger than this cannot come from a default server.
 MAX_NODE_BYTES = 1024 * 1024

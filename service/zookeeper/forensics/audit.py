@@ -26,9 +26,9 @@ from typing import Any
 
 from balancer.bundles import BundleRange, NamespaceBundles, split_bundle_name
 from service.zookeeper import paths as P
-from service.zookeeper.records import parse_owner
-from service.zookeeper.txnlog import CREATES, Txn
-from service.zookeeper.validate import BadNode
+from service.zookeeper.forensics.txnlog import CREATES, Txn
+from service.zookeeper.metadata.records import parse_owner
+from service.zookeeper.session.validate import BadNode
 
 LEADER_ONLY_ROOTS = (P.ASSIGNMENTS, P.BUNDLE_DATA, P.LOCAL_POLICIES)
 

@@ -33,8 +33,8 @@ from typing import Any
 from balancer.errors import InvalidInput
 from balancer.placement.context import IsolationPolicy, PlacementContext
 from service.zookeeper import paths as P
-from service.zookeeper.cache import WatchCache, WatchedTree, depth_leaf
-from service.zookeeper.nodes import JsonZk
+from service.zookeeper.session.cache import WatchCache, WatchedTree, depth_leaf
+from service.zookeeper.session.nodes import JsonZk
 
 log = logging.getLogger(__name__)
 

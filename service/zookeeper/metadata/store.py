@@ -1,10 +1,10 @@
 """Pulsar's load-balancing records in ZooKeeper: brokers, bundle data, quotas, layouts, ownership.
 
-The session, JSON nodes and compare-and-set are :mod:`service.zookeeper.nodes`'s, fencing
-:mod:`service.zookeeper.fenced`'s; this module knows Pulsar's paths (:mod:`service.zookeeper.paths`)
+The session, JSON nodes and compare-and-set are :mod:`service.zookeeper.session.nodes`'s, fencing
+:mod:`service.zookeeper.session.fenced`'s; this module knows Pulsar's paths (:mod:`service.zookeeper.paths`)
 and the typed records stored under them.
 
-Every read goes through ``parse_node`` (:mod:`service.zookeeper.validate` first, then the record's own
+Every read goes through ``parse_node`` (:mod:`service.zookeeper.session.validate` first, then the record's own
 checks below), so a node's content can only ever make that node skipped, never raise to the caller.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kazoo.exceptions import NoNodeError
@@ -22,8 +23,7 @@ from balancer.errors import InvalidInput
 from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAverageBrokerData
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
-from service.zookeeper.nodes import JsonZk, Versioned
-from service.zookeeper.records import (
+from service.zookeeper.metadata.records import (
     Assignment,
     Owner,
     parse_assignment,
@@ -34,8 +34,9 @@ from service.zookeeper.records import (
     parse_quota,
     report_size_warning,
 )
-from service.zookeeper.validate import BadNode
-from service.zookeeper.wire import json_bytes, translated
+from service.zookeeper.session.nodes import JsonZk, Versioned
+from service.zookeeper.session.validate import BadNode
+from service.zookeeper.session.wire import json_bytes, translated
 
 # A broker's registration is ephemeral (its session's lifetime is its liveness); a persistent node
 # under /loadbalance/brokers belongs to no running broker and must never receive bundles.
@@ -49,8 +50,17 @@ log = logging.getLogger(__name__)
 __all__ = ["Assignment", "Owner", "Versioned", "ZkStore", "translated"]
 
 
+@dataclass(frozen=True)
+class LeaderNode:
+    """The leader node's JSON (None: not a JSON object), its owner session, the current epoch."""
+
+    info: dict[str, Any] | None
+    owner_session: int
+    epoch: int | None
+
+
 class ZkStore(JsonZk):
-    """Pulsar's records on a :class:`~service.zookeeper.nodes.JsonZk` session (which owns start and stop)."""
+    """Pulsar's records on a :class:`~service.zookeeper.session.nodes.JsonZk` session (owning start, stop)."""
 
     # ---- brokers ------------------------------------------------------------------------------
     def register_broker(self, broker_id: str, data: LocalBrokerData) -> None:
@@ -366,6 +376,20 @@ class ZkStore(JsonZk):
         return {"broker": a.broker, "source": a.source, "reason": a.reason, "time": a.time_ms}
 
     # ---- leader epoch (fencing) ---------------------------------------------------------------------
+    def read_leader_node(self, path: str = P.LEADER) -> LeaderNode | None:
+        """The leader node (``/loadbalance/leader``, or ``/loadmgr/leader`` in Pulsar mode) with what
+        its signature must match: the session that owns the ephemeral node and the current leader
+        epoch (the version of ``/loadmgr/leader-epoch``)."""
+        with translated():
+            try:
+                raw, stat = self.client.get(path)
+            except NoNodeError:
+                return None
+            epoch = self.client.exists(P.LEADER_EPOCH)
+        got = self._json(path, raw, stat)
+        value = got.value if got is not None and isinstance(got.value, dict) else None
+        return LeaderNode(value, int(stat.ephemeralOwner), None if epoch is None else int(epoch.version))
+
     def bump_epoch(self, leader_id: str) -> Versioned[str]:
         """Called by a new leader before it acts: every write of an older leader fenced on the epoch fails."""
         with translated():

@@ -23,8 +23,8 @@ from typing import Any
 from kazoo.exceptions import RolledBackError
 
 from service.zookeeper import paths as P
-from service.zookeeper.nodes import PIPELINE, JsonZk, Versioned
-from service.zookeeper.wire import json_bytes, translated
+from service.zookeeper.session.nodes import PIPELINE, JsonZk, Versioned
+from service.zookeeper.session.wire import json_bytes, translated
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Fenced multi-op transactions: :class:`Fenced`, a write that commits only under the leader epoch.
 
-Made by :meth:`service.zookeeper.nodes.JsonZk.fenced`; batches of them, several in flight, are
-:mod:`service.zookeeper.batch`'s.
+Made by :meth:`service.zookeeper.session.nodes.JsonZk.fenced`; batches of them, several in flight, are
+:mod:`service.zookeeper.session.batch`'s.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from kazoo.exceptions import RolledBackError
 
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
-from service.zookeeper.wire import json_bytes, translated
+from service.zookeeper.session.wire import json_bytes, translated
 
 if TYPE_CHECKING:
-    from service.zookeeper.nodes import JsonZk, Versioned
+    from service.zookeeper.session.nodes import JsonZk, Versioned
 
 
 class Fenced:

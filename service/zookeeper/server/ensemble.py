@@ -1,6 +1,6 @@
 """A replicated ZooKeeper ensemble of N members on loopback, from the same jars as the embedded server.
 
-Each member is an :class:`~service.zookeeper.launcher.EmbeddedZooKeeper` run as a quorum peer
+Each member is an :class:`~service.zookeeper.server.launcher.EmbeddedZooKeeper` run as a quorum peer
 (``QuorumPeerMain``) with its own data dir and ``myid``, and a config listing every member's peer and
 election port. Data dirs live under one base directory that outlives member restarts, so a member
 killed and started again rejoins with its own database and transaction log, as in production.
@@ -24,10 +24,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from service.zookeeper.java import ZooKeeperLaunchError
-from service.zookeeper.launcher import EmbeddedZooKeeper
-from service.zookeeper.process import four_letter_word
-from service.zookeeper.server_config import MAIN_CLASS
+from service.zookeeper.server.java import ZooKeeperLaunchError
+from service.zookeeper.server.launcher import EmbeddedZooKeeper
+from service.zookeeper.server.process import four_letter_word
+from service.zookeeper.server.server_config import MAIN_CLASS
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ provider; the ACL id is ``digest:user:<hash>``) or through SASL DIGEST-MD5 (the 
 ``Server`` section lists the users; the ACL id is ``sasl:user``), as kazoo supports both.
 
 ZooKeeper accepts any digest password (a wrong one is just another identity), so a wrong password
-shows only when a write is refused; :meth:`service.zookeeper.nodes.JsonZk.start` therefore probes
+shows only when a write is refused; :meth:`service.zookeeper.session.nodes.JsonZk.start` therefore probes
 one write under ``/loadmgr`` and fails fast with one line. A wrong SASL password is refused at
 connect time, which ``start`` reports the same way.
 """

@@ -37,11 +37,11 @@ from kazoo.exceptions import NoNodeError
 from kazoo.protocol.serialization import Exists, GetChildren, GetData
 from kazoo.protocol.states import EventType, WatchedEvent
 
-from service.zookeeper import bulk
 from service.zookeeper import paths as P
-from service.zookeeper.nodes import PIPELINE, JsonZk
-from service.zookeeper.pipeline import Call, submit_many
-from service.zookeeper.wire import translated
+from service.zookeeper.session import bulk
+from service.zookeeper.session.nodes import PIPELINE, JsonZk
+from service.zookeeper.session.pipeline import Call, submit_many
+from service.zookeeper.session.wire import translated
 
 log = logging.getLogger(__name__)
 V = TypeVar("V")

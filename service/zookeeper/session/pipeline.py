@@ -1,4 +1,4 @@
-"""Many reads with watches queued on kazoo's connection at once: what :mod:`service.zookeeper.cache`
+"""Many reads with watches queued on kazoo's connection at once: what :mod:`service.zookeeper.session.cache`
 sends when it reads a subtree or the nodes whose watches fired."""
 
 from __future__ import annotations

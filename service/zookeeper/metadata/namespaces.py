@@ -5,7 +5,7 @@
 (LocalPolicies: the bundle layout and ``namespaceAntiAffinityGroup``); ``ns-isolation-policy set``
 writes one entry of ``/admin/clusters/<cluster>/namespaceIsolationPolicies``. Writing the same
 nodes keeps a standalone cluster operable without kazoo, and the leader reads them as it reads a
-Pulsar cluster's (:mod:`service.zookeeper.policies`). Read-modify-writes are compare-and-set, so
+Pulsar cluster's (:mod:`service.zookeeper.metadata.policies`). Read-modify-writes are compare-and-set, so
 two operators editing at once cannot lose an edit.
 """
 
@@ -21,12 +21,13 @@ from balancer.errors import AlreadyExists, InvalidInput, UnknownNamespace
 from balancer.placement.context import IsolationPolicy
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
-from service.zookeeper.policies import parse_anti_affinity_group
-from service.zookeeper.store import ZkStore
+from service.zookeeper.metadata.policies import parse_anti_affinity_group
+from service.zookeeper.metadata.store import ZkStore
 
 TENANTS = P.TENANT_POLICIES
-# Pulsar's NamedEntity characters; Java's \w is ASCII-only, and a cluster name becomes a path segment.
-_NAME = re.compile(r"^[-=:.\w]+$", re.ASCII)
+# Pulsar's NamedEntity characters; Java's \w is ASCII-only, and a cluster name becomes a path segment,
+# so "." and ".." (relative paths to ZooKeeper) are refused too.
+_NAME = re.compile(r"^(?!\.\.?$)[-=:.\w]+$", re.ASCII)
 
 
 def check_cluster(cluster: str) -> str:
@@ -47,7 +48,9 @@ def check_namespace(namespace: str) -> tuple[str, str]:
     """``tenant/ns`` split in two; anything else is refused naming the value."""
     parts = namespace.split("/")
     if len(parts) != 2 or not all(_NAME.match(p) for p in parts):
-        raise InvalidInput("namespace", namespace, "expected <tenant>/<namespace> of letters, digits, -_=:.")
+        raise InvalidInput(
+            "namespace", namespace, "expected <tenant>/<namespace> of letters, digits, -_=:. (not . or ..)"
+        )
     return parts[0], parts[1]
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.zookeeper.java import ZooKeeperLaunchError, find_java, find_zookeeper_jars
+from service.zookeeper.server.java import ZooKeeperLaunchError, find_java, find_zookeeper_jars
 
 MAGIC = 0x5A4B4C47  # "ZKLG"
 

@@ -1,12 +1,12 @@
 """Kazoo session with JSON nodes: typed reads, compare-and-set writes, pipelined multi-node reads.
 
-Everything kazoo raises is translated here (:func:`~service.zookeeper.wire.translated`): connection
+Everything kazoo raises is translated here (:func:`~service.zookeeper.session.wire.translated`): connection
 problems become :class:`~service.errors.StoreUnavailable`, lost races :class:`~service.errors.StaleWrite`.
-Fenced multi-op transactions (:meth:`JsonZk.fenced`) are :mod:`service.zookeeper.fenced`'s.
-Every node's bytes pass :mod:`service.zookeeper.validate` (size, depth, finite numbers) before they
+Fenced multi-op transactions (:meth:`JsonZk.fenced`) are :mod:`service.zookeeper.session.fenced`'s.
+Every node's bytes pass :mod:`service.zookeeper.session.validate` (size, depth, finite numbers) before they
 are parsed; a node that fails, or whose JSON does not make the record, is skipped, logged once per
 version and counted by path kind (``malformed_log``), never fatal.
-Pulsar's records on top of this live in :mod:`service.zookeeper.store`.
+Pulsar's records on top of this live in :mod:`service.zookeeper.metadata.store`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import AuthFailedError, BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState, KeeperState
@@ -28,11 +27,13 @@ from pydantic import BaseModel, ValidationError
 
 from balancer.errors import InvalidInput
 from service.errors import StaleWrite, StoreUnavailable, ZkAccessDenied
+from service.settings import Settings
 from service.zookeeper import paths as P
-from service.zookeeper.fenced import Fenced
-from service.zookeeper.security import ZkSecurity
-from service.zookeeper.validate import BadNode, MalformedLog, decode, path_kind
-from service.zookeeper.wire import AUTH_FAILED, json_bytes, translated
+from service.zookeeper.session.client import new_client
+from service.zookeeper.session.fenced import Fenced
+from service.zookeeper.session.security import ZkSecurity
+from service.zookeeper.session.validate import BadNode, MalformedLog, decode, path_kind
+from service.zookeeper.session.wire import AUTH_FAILED, json_bytes, translated
 
 log = logging.getLogger(__name__)
 # ZooKeeper connection strings already warned about as world-writable (see connect)
@@ -74,19 +75,40 @@ class JsonZk:
             raise InvalidInput("zk_chroot", chroot, "must start with '/'")
         self.hosts = hosts + chroot
         self.security = security or ZkSecurity()
-        self.client = KazooClient(hosts=self.hosts, timeout=session_timeout_s, **self.security.kazoo_kwargs())
+        self.client = new_client(self.hosts, self.security, session_timeout_s)
         self.session_timeout_s = session_timeout_s
         self.malformed_log = MalformedLog()
         self._on_malformed = on_malformed
         self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        hosts: str | None = None,
+        chroot: str | None = None,
+        session_timeout_s: float | None = None,
+    ) -> Self:
+        """A session with the settings' ZooKeeper, TLS, credentials and ACL (``LOADMGR_ZK_*``); the
+        arguments given override the settings' hosts, chroot and timeout."""
+        return cls(
+            settings.zk_hosts if hosts is None else hosts,
+            settings.zk_chroot if chroot is None else chroot,
+            settings.zk_session_timeout_s if session_timeout_s is None else session_timeout_s,
+            security=ZkSecurity.from_settings(settings),
+        )
 
     # ---- connection -----------------------------------------------------------------------
     def start(self, timeout_s: float = 15.0) -> None:
         """Connect, create the base paths, and prove this identity may write what loadmgr wrote.
 
         Raises StoreUnavailable (unreachable, or TLS refused) or ZkAccessDenied (wrong credentials),
-        each one line naming the hosts and the identity, with the session closed again.
+        each one line naming the hosts and the identity, with the session closed again. A connection
+        that drops after the session was set up (a ZooKeeper stall, a leader election in the
+        ensemble) is waited out: the first requests are retried until ``timeout_s``, or the session
+        timeout if longer, has passed since the start.
         """
+        deadline = time.monotonic() + max(timeout_s, self.session_timeout_s)
         try:
             self.client.start(timeout=timeout_s)
         except AuthFailedError:
@@ -100,10 +122,7 @@ class JsonZk:
                 f"as {self.security.describe()}: {type(e).__name__}"
             ) from None
         try:
-            with translated():
-                for path in P.BASE_PATHS:
-                    self.client.ensure_path(path)
-                self._probe_write()
+            self._first_requests(deadline)
         except ZkAccessDenied as e:
             # kazoo returns from start() even when the server refuses SASL; the first request fails
             refused_login = str(e) == AUTH_FAILED or self.client.client_state == KeeperState.AUTH_FAILED
@@ -125,6 +144,26 @@ class JsonZk:
                 "ZooKeeper can rewrite them, the leader node included; set LOADMGR_ZK_AUTH",
                 self.security.describe(),
             )
+
+    def _first_requests(self, deadline: float) -> None:
+        """The base paths and the write probe, retried while the connection is down until ``deadline``."""
+        while True:
+            try:
+                with translated():
+                    for path in P.BASE_PATHS:
+                        self.client.ensure_path(path)
+                    self._probe_write()
+                return
+            except ZkAccessDenied:
+                raise
+            except StoreUnavailable as e:
+                if time.monotonic() >= deadline:
+                    raise StoreUnavailable(
+                        f"ZooKeeper at {self.hosts} dropped the connection while loadmgr started and did not"
+                        f" come back in time ({e})"
+                    ) from None
+                log.info("ZooKeeper at %s: %s while starting; retrying", self.hosts, e)
+                time.sleep(0.2)
 
     def _login_refused(self) -> ZkAccessDenied:
         return ZkAccessDenied(

@@ -1,0 +1,1 @@
+"""ZooKeeper's transaction logs decoded, and the audit of loadmgr's writes replayed from them."""

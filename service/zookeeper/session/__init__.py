@@ -1,0 +1,1 @@
+"""The kazoo session: client factory, security, JSON nodes, fencing, validation, watch caches."""
