@@ -22,14 +22,14 @@ import pytest
 from service.pulsar.cluster import PulsarCluster
 from service.pulsar.runtime import PulsarLaunchError, find_pulsar_lib
 from service.zookeeper.server.process import free_port
+from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
-# A slow, shared machine stretches every wait by this factor (documented in README, "Tests").
-SLOW = float(os.environ.get("LOADMGR_TEST_TIME_FACTOR", "1"))
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout * SLOW
+    budget = scaled(timeout)  # a quiet machine's budget, stretched on a loaded one (tests/timing.py)
+    deadline = time.monotonic() + budget
     last: Any = None
     while time.monotonic() < deadline:
         try:
@@ -40,7 +40,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: flo
             if last:
                 return last
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout * SLOW:.0f} s waiting for {what} (last: {last!r})")
+    raise AssertionError(f"timed out after {budget:.0f} s waiting for {what} (last: {last!r})")
 
 
 @pytest.fixture(scope="package")
@@ -59,7 +59,12 @@ def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarC
 
     # A CPU quota per broker makes the CPU each reports its own and large enough to matter.
     cpus = [0.4, 0.4, 0.4] if _cgroups_writable() else None
-    cluster = PulsarCluster(brokers_count=3, broker_cpus=cpus, base_dir=tmp_path_factory.mktemp("pulsar"))
+    cluster = PulsarCluster(
+        brokers_count=3,
+        broker_cpus=cpus,
+        base_dir=tmp_path_factory.mktemp("pulsar"),
+        start_timeout_s=scaled(180),
+    )
     cluster.start()
     yield cluster
     cluster.stop()
