@@ -79,6 +79,8 @@ class LeaderJobs(SplitJobs):
         self.cycles = 0
         self.bundle_data_conflicts = 0
         self.poison_owners_removed = 0
+        self.hints_resent = 0
+        self._waiting: dict[str, int] = {}  # unowned bundle assigned to a live broker -> assignment version
 
     @property
     def zk_native(self) -> bool:
@@ -212,6 +214,7 @@ class LeaderJobs(SplitJobs):
             for op, _ in gone.done:
                 self.view.wrote_assignment(op.key, None, -1)
         self._remove_poison_owners(snap, live)
+        self._resend_hints(snap, live)
         if not snap.brokers:
             return 0
         ops: list[Op] = []
@@ -253,6 +256,7 @@ class LeaderJobs(SplitJobs):
             doc = ZkStore.assignment_doc(Assignment(decision.broker, None, why.reason, clock))
             path = P.assignment_path(bundle)
             ops.append(Op.create(path, doc, bundle) if a is None else Op.set(path, doc, a.version, bundle))
+            ops.append(Op.hint(decision.broker, bundle))
             planned[bundle] = (why, None if a is None else a.value.broker, decision.broker)
         if not ops or not self.is_leader():
             return 0
@@ -263,10 +267,11 @@ class LeaderJobs(SplitJobs):
         # race (left alone) or a malformed node the view skips (replaced at its version, or the
         # bundle would stay unowned for ever).
         poisoned = [
-            Op("set", op.path, op.data, bad, op.key)
+            fix
             for op, _ in result.refused
             if op.kind == "create"
             and (bad := self.store.malformed_version(op.path, parse_assignment)) is not None
+            for fix in (Op("set", op.path, op.data, bad, op.key), Op.hint(planned[op.key][2], op.key))
         ]
         if poisoned and self.is_leader():
             done += commit_batches(self.store, poisoned, self.assigner.current_fence()).done
@@ -282,6 +287,30 @@ class LeaderJobs(SplitJobs):
                 result.refused[0][0].key,
             )
         return len(done)
+
+    def _resend_hints(self, snap: Snapshot, live: set[str]) -> None:
+        """Hint again each bundle still unowned, at the same assignment version, since the last
+        reconcile although its assigned broker is alive: an assignment written without a hint (by an
+        older loadmgr or by hand) or a hint lost, so the agent never looked. O(such bundles)."""
+        waiting = {
+            b: a.version
+            for b in live
+            if b not in snap.owners
+            and b not in snap.owner_versions
+            and (a := snap.assignments.get(b)) is not None
+            and a.value.broker in snap.brokers
+        }
+        again = [b for b, v in sorted(waiting.items()) if self._waiting.get(b) == v]
+        self._waiting = waiting
+        if not again or not self.is_leader():
+            return
+        ops = [
+            Op("create", P.hint_prefix(snap.assignments[b].value.broker, b), b"", key=b, sequence=True)
+            for b in again
+        ]
+        sent = commit_batches(self.store, ops, self.assigner.current_fence())
+        self.hints_resent += len(sent.done)
+        log.info("%d bundle(s) assigned to a live broker but still unowned: hinted again", len(sent.done))
 
     def _remove_poison_owners(self, snap: Snapshot, live: set[str]) -> int:
         """Delete, fenced, each live bundle's ownership node that is persistent or unreadable.
