@@ -34,6 +34,7 @@ class MetricsSink(Protocol):
     def malformed_node(self, kind: str) -> None: ...
     def job_failed(self, job: str) -> None: ...
     def job_run(self, job: str, outcome: str) -> None: ...
+    def job_wall_time(self, job: str, seconds: float) -> None: ...
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None: ...
 
 
@@ -68,6 +69,9 @@ class NoMetrics:
         pass
 
     def job_run(self, job: str, outcome: str) -> None:
+        pass
+
+    def job_wall_time(self, job: str, seconds: float) -> None:
         pass
 
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None:

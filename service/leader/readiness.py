@@ -33,6 +33,7 @@ class Readiness:
         _consecutive_failures: dict[str, int]
         _last_cycle_ok: float | None
         _leading_since: float | None
+        _synced: bool
 
         def is_leader(self) -> bool: ...
 
@@ -53,6 +54,8 @@ class Readiness:
             return ["not connected to ZooKeeper"]
         if not self.is_leader():
             return []
+        if not self._synced:
+            return ["leading, but the first full sync of ZooKeeper and first reconcile are not done"]
         reasons = [
             f"{job} job failed {n} times in a row"
             for job, n in sorted(self._consecutive_failures.items())
@@ -70,6 +73,8 @@ class Readiness:
         loss here as the reason no moves happen)."""
         state = "CONNECTED" if self.store.connected else self.election.connection_state
         details: dict[str, Any] = {"zookeeper": state, "leader": self.is_leader()}
+        if details["leader"]:
+            details["synced"] = self._synced
         if not self._started:
             details["reason"] = "not started"
         elif state == "SUSPENDED" or (state == "CONNECTED" and not self.store.connected):
