@@ -18,10 +18,12 @@ wait for it (they use published copies), only other jobs and operator actions do
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from balancer.config import LoadBalancerConfig
@@ -37,6 +39,7 @@ from service.leader.cluster_view import DecisionLog, DecisionRecord
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.load_view import LoadView, Snapshot
 from service.leader.split_jobs import SplitJobs
+from service.leader.write_window import WriteWindow
 from service.zookeeper import paths as P
 from service.zookeeper.batch import Op, commit_batches
 from service.zookeeper.records import parse_assignment
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class LeaderJobs(SplitJobs):
+class LeaderJobs(SplitJobs, WriteWindow):
     """Shedding cycle, orphan reconciliation, bundle-data writer and (``SplitJobs``) split, for one leader."""
 
     def __init__(
@@ -80,7 +83,14 @@ class LeaderJobs(SplitJobs):
         self.bundle_data_conflicts = 0
         self.poison_owners_removed = 0
         self.hints_resent = 0
-        self._waiting: dict[str, int] = {}  # unowned bundle assigned to a live broker -> assignment version
+        # Plan / write / apply: a job plans and applies under the service lock, but waits for its
+        # ZooKeeper batches inside ``unlocked()`` (the service sets it: the lock let go meanwhile),
+        # so manual operations, REST and the other jobs never wait for a cycle's writes. The
+        # bundles being written are ``in_flight``: no other job plans them meanwhile; every write
+        # is compare-and-set, so a manual write that lands first makes the cycle's write refused.
+        self.unlocked: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+        self.in_flight: frozenset[str] = frozenset()
+        self._waiting: dict[str, int] = {}  # see WriteWindow._resend_hints
 
     @property
     def zk_native(self) -> bool:
@@ -143,10 +153,11 @@ class LeaderJobs(SplitJobs):
         try:
             if not self.is_leader():
                 raise StaleWrite("leadership lost before the moves were written")
-            result = self.assigner.unload_many(
-                ((m.bundle, m.source, m.destination, m.explanation.reason) for m in plan.moves),
-                snap.assignments,
-            )
+            with self._writing(moves):
+                result = self.assigner.unload_many(
+                    ((m.bundle, m.source, m.destination, m.explanation.reason) for m in plan.moves),
+                    snap.assignments,
+                )
         except ServiceError as e:
             for move in plan.moves:
                 self._refused(move, str(e), quiet=True)
@@ -207,7 +218,7 @@ class LeaderJobs(SplitJobs):
         stale = [
             Op.delete(P.assignment_path(b), got.version, key=b)
             for b, got in sorted(snap.assignments.items())
-            if b not in live  # left over from a split or a deleted namespace
+            if b not in live and b not in self.in_flight  # left over from a split or a deleted namespace
         ]
         if stale and self.is_leader():
             gone = commit_batches(self.store, stale, self.assigner.current_fence())
@@ -226,6 +237,7 @@ class LeaderJobs(SplitJobs):
             b
             for b in sorted(live)
             if b not in snap.owners
+            and b not in self.in_flight  # a cycle's write of it is under way
             # An assigned broker that is alive has not taken it yet.
             and ((a := snap.assignments.get(b)) is None or a.value.broker not in snap.brokers)
         ]
@@ -261,7 +273,9 @@ class LeaderJobs(SplitJobs):
         if not ops or not self.is_leader():
             return 0
         # Compare-and-set on each assignment: one that changed since the snapshot lost a race.
-        result = commit_batches(self.store, ops, self.assigner.current_fence())
+        fence = self.assigner.current_fence()
+        with self._writing(planned):
+            result = commit_batches(self.store, ops, fence)
         done = list(result.done)
         # The leader is the only writer of assignments: a node it could not create is either a lost
         # race (left alone) or a malformed node the view skips (replaced at its version, or the
@@ -287,30 +301,6 @@ class LeaderJobs(SplitJobs):
                 result.refused[0][0].key,
             )
         return len(done)
-
-    def _resend_hints(self, snap: Snapshot, live: set[str]) -> None:
-        """Hint again each bundle still unowned, at the same assignment version, since the last
-        reconcile although its assigned broker is alive: an assignment written without a hint (by an
-        older loadmgr or by hand) or a hint lost, so the agent never looked. O(such bundles)."""
-        waiting = {
-            b: a.version
-            for b in live
-            if b not in snap.owners
-            and b not in snap.owner_versions
-            and (a := snap.assignments.get(b)) is not None
-            and a.value.broker in snap.brokers
-        }
-        again = [b for b, v in sorted(waiting.items()) if self._waiting.get(b) == v]
-        self._waiting = waiting
-        if not again or not self.is_leader():
-            return
-        ops = [
-            Op("create", P.hint_prefix(snap.assignments[b].value.broker, b), b"", key=b, sequence=True)
-            for b in again
-        ]
-        sent = commit_batches(self.store, ops, self.assigner.current_fence())
-        self.hints_resent += len(sent.done)
-        log.info("%d bundle(s) assigned to a live broker but still unowned: hinted again", len(sent.done))
 
     def _remove_poison_owners(self, snap: Snapshot, live: set[str]) -> int:
         """Delete, fenced, each live bundle's ownership node that is persistent or unreadable.

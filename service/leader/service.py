@@ -18,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from balancer.bundles import NamespaceBundles
@@ -114,6 +114,7 @@ class LoadManagerService(Readiness, ManualOperations):
             self._epoch,
             random.Random(seed),
         )
+        self.jobs.unlocked = self._unlocked
         self._schedule = LeaderSchedule(self.metrics.job_run)
         self._started = False
         # Readiness: failures in a row per job, all failures per job, and when a shedding cycle last
@@ -242,6 +243,20 @@ class LoadManagerService(Readiness, ManualOperations):
             return ok
         finally:
             self.metrics.job_wall_time(name, time.monotonic() - started)
+
+    @contextlib.contextmanager
+    def _unlocked(self) -> Iterator[None]:
+        """Let the service lock go while a job waits on its ZooKeeper writes (plan / write / apply):
+        manual operations, REST and the other jobs go on meanwhile. Outside the lock: a no-op."""
+        try:
+            self._lock.release()
+        except RuntimeError:  # not held by this thread (a job called directly)
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._lock.acquire()
 
     def _publish_leader_state(self) -> None:
         """Copies of what the API shows from the leader's memory, taken under the lock (cheap), so
