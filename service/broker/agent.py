@@ -208,7 +208,10 @@ class BrokerAgent:
                     if self.source.manages_ownership:
                         self._reconcile_ownership()
                     now = time.monotonic()
-                    if now >= next_report or self._dirty:
+                    # Ownership events already queued (a cycle's moves arriving): follow them first;
+                    # the report waits for a quiet moment, or for its regular time.
+                    following = self._wake.is_set() and now < next_report
+                    if (now >= next_report or self._dirty) and not following:
                         self._report()
                         next_report = now + self.report_interval_s
             except ServiceError as e:

@@ -28,8 +28,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
-from kazoo.protocol.states import WatchedEvent
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from service.zookeeper import paths as P
 from service.zookeeper.nodes import PIPELINE
@@ -37,6 +37,14 @@ from service.zookeeper.store import ZkStore
 from service.zookeeper.wire import json_bytes, translated
 
 log = logging.getLogger(__name__)
+
+
+def _with(bundles: set[str]) -> Callable[[frozenset[str]], frozenset[str]]:
+    return lambda owned: owned | bundles
+
+
+def _without(bundles: set[str]) -> Callable[[frozenset[str]], frozenset[str]]:
+    return lambda owned: owned - bundles
 
 
 def _bundle_of(path: str, root: str) -> str | None:
@@ -60,6 +68,8 @@ class OwnershipFollower:
         self._hints: dict[str, list[str]] = {}  # bundle -> its hint nodes' names, oldest first
         self._assigned: dict[str, int] = {}  # bundle assigned here -> assignment version read
         self.owned: frozenset[str] = frozenset()  # replaced, never mutated: read from other threads
+        self._owned_lock = threading.Lock()  # the agent's thread and kazoo's (a fast take) change it
+        self.fast_takes = 0
         self.requests = 0  # ZooKeeper requests sent (benches read it)
         self.steps = 0
 
@@ -78,10 +88,41 @@ class OwnershipFollower:
 
     def _on_owner(self, event: WatchedEvent) -> None:
         bundle = _bundle_of(event.path, P.OWNERSHIP)
-        if bundle is not None:
+        if bundle is None:
+            return
+        with self._lock:
+            self._dirty_owner.add(bundle)
+            version = self._assigned.get(bundle) if event.type == EventType.DELETED else None
+        if version is not None and bundle not in self.owned:
+            self._fast_take(bundle, version)
+        self._wake()
+
+    def _fast_take(self, bundle: str, version: int) -> None:
+        """The previous owner just deleted the node of a bundle assigned here: create ours now, from
+        kazoo's thread without blocking it (the request is only queued), checked against the
+        assignment version read. The agent's next step confirms it and arms the node's watch."""
+        tx = self._store.client.transaction()
+        tx.check(P.assignment_path(bundle), version)
+        tx.create(P.ownership_path(bundle), self._doc, ephemeral=True)
+        self.requests += 1
+
+        def done(result: Any) -> None:
+            try:
+                ok = not any(isinstance(r, Exception) for r in result.get_nowait())
+            except Exception:
+                ok = False
+            if ok:
+                self.fast_takes += 1
+                self._serve(lambda owned: owned | {bundle})
             with self._lock:
                 self._dirty_owner.add(bundle)
             self._wake()
+
+        tx.commit_async().rawlink(done)
+
+    def _serve(self, change: Callable[[frozenset[str]], frozenset[str]]) -> None:
+        with self._owned_lock:
+            self.owned = change(self.owned)
 
     def resync(self) -> None:
         """Re-read everything that concerns this agent at the next step (watches may be lost)."""
@@ -91,7 +132,7 @@ class OwnershipFollower:
 
     def stop_serving(self) -> None:
         """Cut off from ZooKeeper: serve nothing until the next step has checked each node again."""
-        self.owned = frozenset()
+        self._serve(lambda _: frozenset())
         self.resync()
 
     # ---- the agent's thread ----------------------------------------------------------------------
@@ -102,7 +143,7 @@ class OwnershipFollower:
         with self._lock:
             if session != self._session:  # a new session: its ephemeral nodes died with the old one
                 self._session = session
-                self.owned = frozenset()
+                self._serve(lambda _: frozenset())
                 self._assigned.clear()
                 self._resync = True
             if self._resync:
@@ -122,9 +163,10 @@ class OwnershipFollower:
                 dirty_owner |= fresh
             self._read_assignments(dirty_assign)
             self._release(sorted(self.owned - set(self._assigned)))
-            self._tidy_hints(dirty_assign)
-            self._check_own_nodes(dirty_owner & self.owned)
+            held_before = dirty_owner & self.owned
             self._take(sorted(b for b in dirty_owner if b in self._assigned and b not in self.owned))
+            self._check_own_nodes(held_before & self.owned)
+            self._tidy_hints(dirty_assign)  # last: nobody waits for it
         except Exception:
             self.resync()  # whatever was half done is looked at again, from ZooKeeper
             raise
@@ -168,10 +210,11 @@ class OwnershipFollower:
                 self._assigned.pop(bundle, None)
 
     def _release(self, bundles: list[str]) -> None:
-        """Stop serving first, then delete each node this session holds: never two owners."""
+        """Stop serving first, then delete each node this session holds (read first: only a node
+        whose ``ephemeralOwner`` is this session, at the version read): never two owners."""
         if not bundles:
             return
-        self.owned = self.owned - set(bundles)
+        self._serve(lambda owned: owned - set(bundles))
         client = self._store.client
         stats = self._pipelined(bundles, lambda b: client.exists_async(P.ownership_path(b)))
         session = self._store.session_id
@@ -180,11 +223,12 @@ class OwnershipFollower:
             for b, s in stats
             if s is not None and not isinstance(s, Exception) and s.ephemeralOwner == session
         }
-        for bundle, result in self._pipelined(
+        released = 0
+        for _bundle, result in self._pipelined(
             sorted(version), lambda b: client.delete_async(P.ownership_path(b), version=version[b])
         ):
-            if not isinstance(result, Exception):
-                log.info("agent %s released %s", self._broker, bundle)
+            released += 0 if isinstance(result, Exception) else 1
+        log.info("agent %s released %d bundle(s), e.g. %s", self._broker, released, bundles[0])
 
     def _tidy_hints(self, looked_at: set[str]) -> None:
         """Delete the hints of bundles no longer assigned here, and all but the newest of the rest."""
@@ -212,7 +256,7 @@ class OwnershipFollower:
                 lost.add(bundle)
         if lost:
             log.warning("agent %s lost the ownership node of %d bundle(s)", self._broker, len(lost))
-            self.owned = self.owned - lost
+            self._serve(lambda owned: owned - lost)
             with self._lock:
                 self._dirty_owner |= lost & set(self._assigned)  # take it again while assigned here
             self._wake()
@@ -243,7 +287,7 @@ class OwnershipFollower:
                     self._dirty_owner.add(bundle)
         if taken:
             log.info("agent %s took %d bundle(s), e.g. %s", self._broker, len(taken), min(taken))
-            self.owned = self.owned | taken
+            self._serve(lambda owned: owned | taken)
         # Arm the watch on each node we just created, and on each node another session holds.
         watched = sorted(taken | set(held))
         retry: set[str] = set()
@@ -252,10 +296,10 @@ class OwnershipFollower:
                 raise stat
             ours = stat is not None and stat.ephemeralOwner == self._store.session_id
             if ours and bundle not in self.owned:
-                self.owned = self.owned | {bundle}  # held by this very session (a resync)
+                self._serve(_with({bundle}))  # held by this very session (a resync)
             elif not ours:
                 if bundle in taken:
-                    self.owned = self.owned - {bundle}
+                    self._serve(_without({bundle}))
                 if stat is None:
                     retry.add(bundle)  # let go between our create and our look: try again now
         if retry:
@@ -277,7 +321,7 @@ class OwnershipFollower:
 
     def _pipelined(self, keys: Sequence[str], start: Callable[[str], Any]) -> list[tuple[str, Any]]:
         """``start(key)`` (one async request) for each key, at most PIPELINE in flight; each key with
-        its result, or with the NoNode / NodeExists error it ended with."""
+        its result, or with the NoNode / NodeExists / BadVersion error it ended with."""
         out: list[tuple[str, Any]] = []
         timeout = max(self._store.session_timeout_s, 1.0) * 2
         with translated():
@@ -287,6 +331,6 @@ class OwnershipFollower:
                 for key, pending in chunk:
                     try:
                         out.append((key, pending.get(timeout=timeout)))
-                    except (NoNodeError, NodeExistsError) as e:
+                    except (NoNodeError, NodeExistsError, BadVersionError) as e:
                         out.append((key, e))
         return out
