@@ -18,8 +18,8 @@ agent's hint); the bench plays the synthetic old owners and deletes their nodes.
   agent), written as the leader writes them: requests per agent during it (and per move), and the
   time from the first write until every agent's load report shows its new bundles;
 * unowned time per move (:mod:`service.zookeeper.handoff`) from ZooKeeper's transaction log: the
-  old owner's delete to the new owner's create, p50/p99/max, over the cycle's moves; and the audit
-  (:mod:`service.zookeeper.audit`) finding no double owner.
+  old owner's delete to the new owner's create, p50/p99/max, over the cycle's moves; with
+  ``--audit`` also the full audit (:mod:`service.zookeeper.audit`, quadratic) finding no double owner.
 
 The machine's load average (``os.getloadavg``) is printed with each phase: the machine is shared.
 """
@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steady-s", type=float, default=30.0)
     ap.add_argument("--heap-mb", type=int, default=1024)
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--audit", action="store_true", help="also run the full (quadratic) transaction-log audit"
+    )
     args = ap.parse_args(argv)
     if args.moves > args.agents * args.per_agent:
         ap.error(f"--moves {args.moves} > --agents x --per-agent ({args.agents * args.per_agent})")
@@ -250,18 +254,22 @@ def main(argv: list[str] | None = None) -> int:
             synth.close(purge=False)
         logs = sorted(data_dir.glob("version-2/log.*"))
         history = [t for t in merged_history(logs).txns if t.time_ms <= end_ms]  # not the agents' stop
-    rep = audit(history)
+    shutil.rmtree(data_dir, ignore_errors=True)
     gaps = handoffs(history, since_ms=start_ms)
     out["handoff"] = gaps.summary()
-    out["doubleOwners"] = len(rep.double_owners)
+    # The full audit compares every ownership create with every node held (quadratic: minutes at
+    # 10,000 bundles); this bench splits nothing, so no two ranges overlap, ZooKeeper refuses a second
+    # create on one path, and the audit's other rules are the integration tier's (test_move_handoff).
+    double = len(audit(history).double_owners) if args.audit else None
+    out["doubleOwners"] = double
     print(
         f"unowned time per move (txn log, delete -> create): {gaps.summary()}; "
-        f"double owners: {len(rep.double_owners)}",
+        f"double owners: {'not audited (--audit)' if double is None else double}",
         flush=True,
     )
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
-    ok = rep.double_owners == [] and gaps.percentile(0.5) is not None
+    ok = not double and gaps.percentile(0.5) is not None
     return 0 if ok else 1
 
 
