@@ -59,6 +59,8 @@ class CountingZooKeeper(EmbeddedZooKeeper):
         cfg = super()._write_config(tmpdir, port)
         with cfg.open("a", encoding="utf-8") as f:
             f.write("4lw.commands.whitelist=ruok,mntr,srvr,cons\n")  # the last value wins
+            # The synthetic brokers' sessions plus the agents pass ZooKeeper's 60 per client address.
+            f.write("maxClientCnxns=0\n")
         return cfg
 
 
@@ -122,7 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     procs: list[subprocess.Popen[bytes]] = []
     with CountingZooKeeper(heap_mb=args.heap_mb, data_dir=data_dir) as zk:
         t = time.monotonic()
-        synth = SyntheticCluster(zk.hosts, args.synthetic, args.bundles, args.namespaces)
+        synth = SyntheticCluster(
+            zk.hosts,
+            args.synthetic,
+            args.bundles,
+            args.namespaces,
+            brokers_per_session=20,
+            session_timeout_s=30,
+        )
         synth.populate()
         print(
             f"populated {args.bundles} bundles on {args.synthetic} synthetic brokers in "
