@@ -162,9 +162,11 @@ class OwnershipFollower:
                 dirty_assign |= fresh
                 dirty_owner |= fresh
             self._read_assignments(dirty_assign)
-            self._release(sorted(self.owned - set(self._assigned)))
+            # Takes first: a bundle coming here waits on its previous owner's node (or gets it) before
+            # this agent spends time on its own releases; the releases' bundles are another set.
             held_before = dirty_owner & self.owned
             self._take(sorted(b for b in dirty_owner if b in self._assigned and b not in self.owned))
+            self._release(sorted(self.owned - set(self._assigned)))
             self._check_own_nodes(held_before & self.owned)
             self._tidy_hints(dirty_assign)  # last: nobody waits for it
         except Exception:
