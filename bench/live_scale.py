@@ -154,12 +154,20 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "service", "serve"], cwd=ROOT, env=env, stdout=log_file, stderr=log_file
         )
+        peak_rss = 0.0
         try:
             started = time.monotonic()
             while time.monotonic() - started < 180 and sample(scrape(), "loadmgr_is_leader") != 1:
                 time.sleep(1)
             began = time.monotonic()
             print(f"serve leading after {began - started:.0f} s; running {minutes} min", flush=True)
+            # /readyz says ready only once the term's first full sync and reconcile are done.
+            while time.monotonic() - began < 600 and not _ready(base):
+                time.sleep(0.5)
+            ready_after = time.monotonic() - began
+            print(f"serve ready {ready_after:.1f} s after leading", flush=True)
+            # Its jobs are scheduled from then on (service.leader.service._start_term).
+            began = time.monotonic()
             # Runs fall due every 60 s from leadership on: the last one due in the window is started
             # a moment after it is due, and /metrics is read only once it has finished.
             time.sleep(minutes * 60 + 5)
@@ -170,6 +178,7 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
             ):
                 time.sleep(1)
                 metrics = scrape()
+            peak_rss = _peak_rss_mib(proc.pid)
         finally:
             proc.terminate()
             proc.wait(timeout=60)
@@ -202,6 +211,17 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
         "metrics_job_failures": int(sample(metrics, "loadmgr_job_failures_total", job="shedding")),
         "cycles": cycles,
         "mean_cycle_s": total / cycles if cycles else None,
+        "ready_after_leading_s": round(ready_after, 1),
+        "leader_peak_rss_mib": round(peak_rss),
+        # Each run's whole wall time (prefetch + lock wait + decide + write + publish), per job.
+        "whole_run_mean_s": {
+            job: round(sample(metrics, f"{WALL}_sum", job=job) / n, 2)
+            for job in ("shedding", "reconcile", "bundle-data", "split")
+            if (n := sample(metrics, f"{WALL}_count", job=job))
+        },
+        "whole_run_max_bucket_s": {
+            job: _max_bucket(metrics, job) for job in ("shedding", "reconcile", "bundle-data", "split")
+        },
         "serve_log": str(log_path),
     }
     out["ok"] = (
@@ -222,13 +242,47 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
         f"(due {out['log_first_due']} to {out['log_last_due']}, gaps {out['log_gaps_s']} s), "
         f"{len(skips)} not started or raised; /metrics: {out['metrics_started']} started, "
         f"{out['metrics_executed']} executed, {out['metrics_error']} errors, {not_started} missed or "
-        f"max-instances (all jobs), {cycles} cycles, mean {out['mean_cycle_s'] or 0:.2f} s; "
+        f"max-instances (all jobs), {cycles} cycles, mean {out['mean_cycle_s'] or 0:.2f} s; whole runs "
+        f"(mean s) {out['whole_run_mean_s']}, at most (bucket) {out['whole_run_max_bucket_s']}; ready "
+        f"{out['ready_after_leading_s']} s after leading; leader peak RSS {out['leader_peak_rss_mib']} MiB; "
         f"expected >= {out['expected_cycles']}: {'PASS' if out['ok'] else 'FAIL'}",
         flush=True,
     )
     for line in skips[:5]:
         print("  ", line)
     return out
+
+
+WALL = "loadmgr_leader_job_run_duration_seconds"
+
+
+def _ready(base: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{base}/readyz", timeout=10).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """The serve process's peak resident set (VmHWM): the leader alone."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _max_bucket(metrics: str, job: str) -> str:
+    """The smallest histogram bucket holding every run of ``job`` (its longest run is at most that)."""
+    count = sample(metrics, f"{WALL}_count", job=job)
+    if not count:
+        return "-"
+    for m in re.finditer(rf"^{WALL}_bucket{{([^}}]*)}} ([0-9.e+-]+)$", metrics, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("job") == job and float(m.group(2)) >= count:
+            return labels["le"]
+    return "-"
 
 
 def _seconds(hms: str) -> int:

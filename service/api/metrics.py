@@ -38,6 +38,7 @@ ZK_ERROR_KINDS = ("StoreUnavailable", "StaleWrite", "suspended", "lost")
 SPLIT_REASONS = ("too_many_topics", "too_many_sessions", "msg_rate_too_high", "throughput_too_high")
 
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+JOB_RUN_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
 def _normalise_scores(
@@ -97,6 +98,16 @@ class PrometheusMetrics:
             buckets=CYCLE_BUCKETS,
             registry=r,
         ).labels(cluster)
+        # The cycle histogram above times the decision and its writes; this one a whole run as the
+        # scheduler sees it (prefetch, waiting for the service lock, decide, write, publish): what
+        # decides whether the next run is skipped (loadmgr_scheduler_job_runs_total{outcome="max_instances"}).
+        self.job_wall = Histogram(
+            "loadmgr_leader_job_run_duration_seconds",
+            "Whole wall time of one run of a leader job: prefetch, lock wait, decide, write, publish.",
+            ["cluster", "job"],
+            buckets=JOB_RUN_BUCKETS,
+            registry=r,
+        )
         self.cycles = Counter(
             "loadmgr_shedding_cycles_total", "Leader shedding cycles run.", labels, registry=r
         ).labels(cluster)
@@ -241,6 +252,10 @@ class PrometheusMetrics:
     def job_run(self, job: str, outcome: str) -> None:
         if job in JOB_NAMES and outcome in RUN_OUTCOMES:
             self.job_runs.labels(self.cluster, job, outcome).inc()
+
+    def job_wall_time(self, job: str, seconds: float) -> None:
+        if job in JOB_NAMES:
+            self.job_wall.labels(self.cluster, job).observe(max(seconds, 0.0))
 
     def view_updated(self, view: Any, scores: Mapping[str, Mapping[str, float]]) -> None:
         brokers = brokers_of(view)

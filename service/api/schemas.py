@@ -99,6 +99,9 @@ class ConfigBody(BaseModel):
 
 class DecisionList(BaseModel):
     decisions: list[dict[str, Any]]
+    next_cursor: str | None = Field(
+        None, alias="nextCursor", description="pass as ?cursor= for the next (older) page; null on the last"
+    )
 
 
 class DryRun(BaseModel):

@@ -2,11 +2,11 @@
 
 * Registration: the ephemeral ``/loadbalance/brokers/<brokerId>`` holding LocalBrokerData, and an
   all-zero ``/loadbalance/broker-time-average/<brokerId>``, as a Pulsar broker writes at start.
-* Ownership (ZooKeeper-native mode, ``docs/ownership.md``): every ``ownership_poll_s`` it compares
-  the leader's assignments with the namespace layouts and the ownership nodes; it releases what is
-  assigned elsewhere (or no longer exists after a split), then takes what is assigned to it and
-  unowned by creating the ephemeral ``/namespace/<bundle>`` node. With a Pulsar source the real
-  broker owns bundles itself and the agent only reports.
+* Ownership (ZooKeeper-native mode, ``docs/ownership.md``): driven by watches on only the nodes
+  that concern this broker (:mod:`service.broker.ownership`): it releases what is assigned
+  elsewhere (or deleted by a split), takes what is assigned to it the moment the previous owner's
+  ephemeral ``/namespace/<bundle>`` node is gone, and reads nothing while nothing changes. With a
+  Pulsar source the real broker owns bundles itself and the agent only reports.
 * Report: every ``loadBalancerReportUpdateMinIntervalMillis`` it samples host usage and per-bundle
   stats from its source, applies Pulsar's LocalBrokerData update rule, and writes the node when
   Pulsar's ``needUpdate`` rule says so, or at once after its bundles changed.
@@ -28,9 +28,11 @@ from balancer.loaddata import need_report_update
 from balancer.models import LocalBrokerData, NamespaceBundleStats, SystemResourceUsage, TimeAverageBrokerData
 from balancer.report_cadence import host_usage_due
 from service.broker.host_usage import HostUsage
+from service.broker.ownership import OwnershipFollower
 from service.broker.workload import Scenario
 from service.errors import ServiceError, StaleWrite
 from service.zookeeper import paths as P
+from service.zookeeper.metadata.records import owner_doc
 from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.session.nodes import SHUTDOWN_CALL_TIMEOUT_S
 
@@ -131,6 +133,7 @@ class BrokerAgent:
         self.reports_written = 0
         self._host_sample: SystemResourceUsage | None = None
         self._host_sampled_ms = 0
+        self.follower = OwnershipFollower(store, broker_id, owner_doc(broker_id, self.urls), self._wake.set)
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
@@ -168,7 +171,10 @@ class BrokerAgent:
         if state == "LOST":
             self._registered_session = None
             self._owned = frozenset()  # the ownership nodes died with the session: stop serving now
+            self.follower.stop_serving()
         if state == "CONNECTED":
+            if self._disconnected_at is not None:
+                self.follower.resync()  # watches may not have survived the gap (kazoo#151)
             self._disconnected_at = None
         elif self._disconnected_at is None:
             self._disconnected_at = time.monotonic()
@@ -188,6 +194,7 @@ class BrokerAgent:
                 "agent %s cut off from ZooKeeper; not serving %d bundle(s)", self.broker_id, len(self._owned)
             )
             self._owned = frozenset()
+            self.follower.stop_serving()
             self._dirty = True
 
     # ---- loop -----------------------------------------------------------------------------------------
@@ -201,7 +208,10 @@ class BrokerAgent:
                     if self.source.manages_ownership:
                         self._reconcile_ownership()
                     now = time.monotonic()
-                    if now >= next_report or self._dirty:
+                    # Ownership events already queued (a cycle's moves arriving): follow them first;
+                    # the report waits for a quiet moment, or for its regular time.
+                    following = self._wake.is_set() and now < next_report
+                    if (now >= next_report or self._dirty) and not following:
                         self._report()
                         next_report = now + self.report_interval_s
             except ServiceError as e:
@@ -229,27 +239,14 @@ class BrokerAgent:
         log.info("agent %s registered (session 0x%x)", self.broker_id, session or 0)
 
     def _reconcile_ownership(self) -> None:
-        live = {b for got in self.store.read_layouts().values() for b in got.value.bundle_names}
-        assignments = self.store.read_assignments()
-        owners = self.store.read_owners()
-        session = self.store.session_id
-        mine = {b for b, o in owners.items() if o.session_id == session}
-        changed = mine != self._owned
-        self._owned = frozenset(mine)
-        for bundle in sorted(mine):
-            a = assignments.get(bundle)
-            if bundle not in live or a is None or a.value.broker != self.broker_id:
-                # Stop serving first, then let go of the node: never two brokers serving one bundle.
-                self._owned = self._owned - {bundle}
-                changed = True
-                if self.store.release(bundle):
-                    log.info("agent %s released %s", self.broker_id, bundle)
-        for bundle, a in sorted(assignments.items()):
-            wanted = a.value.broker == self.broker_id and bundle in live and bundle not in owners
-            if wanted and self.store.acquire(bundle, self.broker_id, self.urls, a.version):
-                log.info("agent %s took %s", self.broker_id, bundle)
-                self._owned = self._owned | {bundle}
-                changed = True
+        """One step of the watch-driven follower: reads only what changed (nothing when idle)."""
+        try:
+            changed = self.follower.step()
+        finally:
+            # Whatever the step got to: it drops a bundle from what it serves before releasing it.
+            if self._owned != self.follower.owned:
+                self._owned = self.follower.owned
+                self._dirty = True
         self._dirty = self._dirty or changed
 
     def _host_usage(self, now_ms: int) -> SystemResourceUsage:

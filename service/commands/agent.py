@@ -72,7 +72,11 @@ def register(sub: Any) -> None:
         help="Seconds between report checks (default from config)",
     )
     p.add_argument(
-        "--ownership-poll", type=argtypes.positive_float, default=1.0, help="Seconds between ownership checks"
+        "--ownership-poll",
+        type=argtypes.positive_float,
+        default=1.0,
+        help="Longest idle wait of the agent's loop in seconds (ownership follows ZooKeeper watches at once; "
+        "an idle loop sends no ownership request)",
     )
     p.add_argument(
         "--broker-conf",

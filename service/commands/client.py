@@ -1,6 +1,7 @@
 """Client sub-commands over the REST API: ``status``, ``brokers``, ``bundles``, ``unload``, ``split``,
-``dry-run``, and the pulsar-admin-shaped ``brokers update-dynamic-config``. Each prints a table, or the
-answer as JSON or YAML with ``-o json|yaml`` (``--json`` too).
+``dry-run``, ``decisions``, and the pulsar-admin-shaped ``brokers update-dynamic-config``. The lists
+(``bundles``, ``decisions``) are read page by page (``--page-size``, ``--limit``, ``--cursor``). Each
+prints a table, or the answer as JSON or YAML with ``-o json|yaml`` (``--json`` too).
 
 Every verb finds its server by ``--url``, ``LOADMGR_URL``, a running ``loadmgr demo``, else
 ``http://127.0.0.1:8080`` (:mod:`service.commands.endpoints`). A failure is one line on stderr; the exit
@@ -105,7 +106,14 @@ def register(sub: Any) -> None:
     p = sub.add_parser("bundles", parents=[common], help="Bundles with their owners and traffic")
     p.add_argument("--namespace", help="Only this tenant/namespace")
     p.add_argument("--broker", help="Only bundles owned by this broker")
+    _paging_args(p, "bundles")
     p.set_defaults(func=_bundles)
+    p = sub.add_parser("decisions", parents=[common], help="The leader's recent decisions, newest first")
+    p.add_argument("--kind", help="shedding, placement, split, manual or adoption")
+    p.add_argument("--namespace", help="Only decisions about bundles of this tenant/namespace")
+    p.add_argument("--broker", help="Only moves from or to this broker")
+    _paging_args(p, "decisions")
+    p.set_defaults(func=_decisions)
     p = sub.add_parser(
         "unload",
         parents=[common],
@@ -177,7 +185,8 @@ def _client(args: argparse.Namespace) -> httpx.Client:
     return httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=15.0, verify=cacert or True)
 
 
-def call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any:
+def call(args: argparse.Namespace, method: str, path: str, with_headers: bool = False, **kw: Any) -> Any:
+    """The answer's JSON (with ``with_headers``: and its headers); ApiError on an HTTP error."""
     try:
         with _client(args) as c:
             r = c.request(method, path, **kw)
@@ -193,7 +202,7 @@ def call(args: argparse.Namespace, method: str, path: str, **kw: Any) -> Any:
         body = r.text
     if r.status_code >= 400:
         raise ApiError(r.status_code, body)
-    return body
+    return (body, r.headers) if with_headers else body
 
 
 _call = call  # the name other modules used
@@ -312,10 +321,52 @@ def _update_dynamic_config(a: argparse.Namespace) -> int:
     return emit(a, body, lambda: f"{key} = {now!r} (dynamic; the leader applies it from its next cycle)")
 
 
+def _paging_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--limit", type=argtypes.positive_int, help=f"At most this many {what} (default: all)")
+    p.add_argument(
+        "--page-size",
+        type=argtypes.positive_int,
+        default=PAGE_SIZE,
+        help=f"{what.capitalize()} per request (default {PAGE_SIZE}); the pages are followed by cursor",
+    )
+    p.add_argument("--cursor", help="Start where a previous listing stopped (its next cursor)")
+
+
+PAGE_SIZE = 1000
+NEXT_CURSOR = "X-Next-Cursor"
+
+
+def _paged(a: argparse.Namespace, path: str, params: dict[str, Any], key: str | None = None) -> list[Any]:
+    """Every row of a paged list (``limit`` + ``cursor``), up to ``--limit``; when rows are left
+    over, the cursor to go on from is printed on stderr."""
+    rows: list[Any] = []
+    cursor = a.cursor
+    while True:
+        want = a.page_size if a.limit is None else min(a.page_size, a.limit - len(rows))
+        page_params = {**params, "limit": want} | ({"cursor": cursor} if cursor else {})
+        body, headers = _call(a, "GET", path, params=page_params, with_headers=True)
+        rows += body[key] if key is not None else body
+        cursor = headers.get(NEXT_CURSOR)
+        if cursor is None:
+            return rows
+        if a.limit is not None and len(rows) >= a.limit:
+            print(f"more: --cursor {cursor}", file=sys.stderr)
+            return rows
+
+
+def _decisions(args: argparse.Namespace) -> int:
+    def go(a: argparse.Namespace) -> int:
+        params = {k: v for k, v in (("kind", a.kind), ("namespace", a.namespace), ("broker", a.broker)) if v}
+        rows = _paged(a, "/decisions", params, key="decisions")
+        return emit(a, rows, lambda: "\n".join(f"{r.get('id')}  {decision_text(r)}" for r in rows))
+
+    return run_api(args, go)
+
+
 def _bundles(args: argparse.Namespace) -> int:
     def go(a: argparse.Namespace) -> int:
         params = {k: v for k, v in (("namespace", a.namespace), ("broker", a.broker)) if v}
-        rows = call(a, "GET", "/bundles", params=params)
+        rows = _paged(a, "/bundles", params)
         data = [
             [
                 r["bundle"],

@@ -74,8 +74,12 @@ class SyntheticCluster:
             self.owner_of[bundle] = loaded[i % len(loaded)]
             self.stats[bundle] = self._bundle_stats()
         ops = [
-            Op.create(P.assignment_path(b), ZkStore.assignment_doc(Assignment(o, None, "populate", 0)))
+            op
             for b, o in self.owner_of.items()
+            for op in (
+                Op.create(P.assignment_path(b), ZkStore.assignment_doc(Assignment(o, None, "populate", 0))),
+                Op.hint(o, b),
+            )
         ]
         ops += [Op.create(P.bundle_data_path(b), self._bundle_data(b).to_json_dict()) for b in names]
         self._commit(self.admin, ops)
@@ -171,7 +175,8 @@ class SyntheticCluster:
             group.store.stop()
         self.groups.clear()
         if purge:
-            for root in (P.ASSIGNMENTS, P.BUNDLE_DATA, P.LOCAL_POLICIES, P.OWNERSHIP, P.TIME_AVERAGE):
+            roots = (P.ASSIGNMENTS, P.BROKER_ASSIGNMENTS, P.BUNDLE_DATA, P.LOCAL_POLICIES, P.OWNERSHIP)
+            for root in (*roots, P.TIME_AVERAGE):
                 self._purge(root)
         self.admin.stop()
 

@@ -79,7 +79,7 @@ class ZkExecutor:
                 tx.delete(path, got.version)
         else:
             doc = ZkStore.assignment_doc(Assignment(destination, source, reason, self._clock_ms()))
-            tx.upsert_json(path, doc)
+            tx.upsert_json(path, doc).hint(destination, bundle)
         tx.commit()
 
     def unload_many(
@@ -111,6 +111,7 @@ class ZkExecutor:
                 ops.append(Op.create(path, doc, key=bundle))
             else:
                 ops.append(Op.set(path, doc, current.version, key=bundle))
+            ops.append(Op.hint(destination, bundle))
         result = commit_batches(self._store, ops, fence)
         result.done.extend((op, -1) for op in nothing_to_do)
         return result
@@ -124,7 +125,7 @@ class ZkExecutor:
             tx.create_json(path, doc)
         else:
             tx.set_json(path, doc, expected_version)
-        tx.commit()
+        tx.hint(broker, bundle).commit()
 
     def split(
         self, bundle: str, algorithm: str | None, positions: Sequence[int] | None, unload: bool = False
@@ -163,7 +164,7 @@ class ZkExecutor:
         if broker is not None and not unload:
             for child in children:
                 doc = ZkStore.assignment_doc(Assignment(broker, None, f"split of {bundle}", self._clock_ms()))
-                tx.upsert_json(P.assignment_path(child), doc)
+                tx.upsert_json(P.assignment_path(child), doc).hint(broker, child)
         if current is not None:
             tx.delete(P.assignment_path(bundle), current.version)
         tx.commit()

@@ -18,10 +18,12 @@ wait for it (they use published copies), only other jobs and operator actions do
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from balancer.config import LoadBalancerConfig
@@ -37,6 +39,7 @@ from service.leader.cluster_view import DecisionLog, DecisionRecord
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.load_view import LoadView, Snapshot
 from service.leader.split_jobs import SplitJobs
+from service.leader.write_window import WriteWindow
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.records import parse_assignment
 from service.zookeeper.metadata.store import Assignment, ZkStore
@@ -48,7 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class LeaderJobs(SplitJobs):
+class LeaderJobs(SplitJobs, WriteWindow):
     """Shedding cycle, orphan reconciliation, bundle-data writer and (``SplitJobs``) split, for one leader."""
 
     def __init__(
@@ -79,6 +82,15 @@ class LeaderJobs(SplitJobs):
         self.cycles = 0
         self.bundle_data_conflicts = 0
         self.poison_owners_removed = 0
+        self.hints_resent = 0
+        # Plan / write / apply: a job plans and applies under the service lock, but waits for its
+        # ZooKeeper batches inside ``unlocked()`` (the service sets it: the lock let go meanwhile),
+        # so manual operations, REST and the other jobs never wait for a cycle's writes. The
+        # bundles being written are ``in_flight``: no other job plans them meanwhile; every write
+        # is compare-and-set, so a manual write that lands first makes the cycle's write refused.
+        self.unlocked: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+        self.in_flight: frozenset[str] = frozenset()
+        self._waiting: dict[str, int] = {}  # see WriteWindow._resend_hints
 
     @property
     def zk_native(self) -> bool:
@@ -145,10 +157,11 @@ class LeaderJobs(SplitJobs):
         try:
             if not self.is_leader():
                 raise StaleWrite("leadership lost before the moves were written")
-            result = self.assigner.unload_many(
-                ((m.bundle, m.source, m.destination, m.explanation.reason) for m in plan.moves),
-                snap.assignments,
-            )
+            with self._writing(moves):
+                result = self.assigner.unload_many(
+                    ((m.bundle, m.source, m.destination, m.explanation.reason) for m in plan.moves),
+                    snap.assignments,
+                )
         except ServiceError as e:
             for move in plan.moves:
                 self._refused(move, str(e), quiet=True)
@@ -209,13 +222,14 @@ class LeaderJobs(SplitJobs):
         stale = [
             Op.delete(P.assignment_path(b), got.version, key=b)
             for b, got in sorted(snap.assignments.items())
-            if b not in live  # left over from a split or a deleted namespace
+            if b not in live and b not in self.in_flight  # left over from a split or a deleted namespace
         ]
         if stale and self.is_leader():
             gone = commit_batches(self.store, stale, self.assigner.current_fence())
             for op, _ in gone.done:
                 self.view.wrote_assignment(op.key, None, -1)
         self._remove_poison_owners(snap, live)
+        self._resend_hints(snap, live)
         if not snap.brokers:
             return 0
         ops: list[Op] = []
@@ -227,6 +241,7 @@ class LeaderJobs(SplitJobs):
             b
             for b in sorted(live)
             if b not in snap.owners
+            and b not in self.in_flight  # a cycle's write of it is under way
             # An assigned broker that is alive has not taken it yet.
             and ((a := snap.assignments.get(b)) is None or a.value.broker not in snap.brokers)
         ]
@@ -257,20 +272,24 @@ class LeaderJobs(SplitJobs):
             doc = ZkStore.assignment_doc(Assignment(decision.broker, None, why.reason, clock))
             path = P.assignment_path(bundle)
             ops.append(Op.create(path, doc, bundle) if a is None else Op.set(path, doc, a.version, bundle))
+            ops.append(Op.hint(decision.broker, bundle))
             planned[bundle] = (why, None if a is None else a.value.broker, decision.broker)
         if not ops or not self.is_leader():
             return 0
         # Compare-and-set on each assignment: one that changed since the snapshot lost a race.
-        result = commit_batches(self.store, ops, self.assigner.current_fence())
+        fence = self.assigner.current_fence()
+        with self._writing(planned):
+            result = commit_batches(self.store, ops, fence)
         done = list(result.done)
         # The leader is the only writer of assignments: a node it could not create is either a lost
         # race (left alone) or a malformed node the view skips (replaced at its version, or the
         # bundle would stay unowned for ever).
         poisoned = [
-            Op("set", op.path, op.data, bad, op.key)
+            fix
             for op, _ in result.refused
             if op.kind == "create"
             and (bad := self.store.malformed_version(op.path, parse_assignment)) is not None
+            for fix in (Op("set", op.path, op.data, bad, op.key), Op.hint(planned[op.key][2], op.key))
         ]
         if poisoned and self.is_leader():
             done += commit_batches(self.store, poisoned, self.assigner.current_fence()).done

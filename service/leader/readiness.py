@@ -34,6 +34,7 @@ class Readiness:
         _consecutive_failures: dict[str, int]
         _last_cycle_ok: float | None
         _leading_since: float | None
+        _synced: bool
 
         def is_leader(self) -> bool: ...
 
@@ -58,6 +59,8 @@ class Readiness:
             return ["not connected to ZooKeeper"]
         if not self.is_leader():
             return []
+        if not self._synced:
+            return ["leading, but the first full sync of ZooKeeper and first reconcile are not done"]
         pulsar = self.pulsar_reason()
         if pulsar is not None and not self.settings.pulsar_beside_brokers:
             return [f"refusing to act on Pulsar's brokers: {pulsar}"]
@@ -78,6 +81,8 @@ class Readiness:
         loss here as the reason no moves happen)."""
         state = "CONNECTED" if self.store.connected else self.election.connection_state
         details: dict[str, Any] = {"zookeeper": state, "leader": self.is_leader()}
+        if details["leader"]:
+            details["synced"] = self._synced
         if self.settings.pulsar_mode:
             pulsar = self.pulsar_reason()
             details["pulsar"] = {

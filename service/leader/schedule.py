@@ -2,7 +2,8 @@
 
 * ``shedding`` every ``loadBalancerSheddingIntervalMinutes``: one snapshot, orphan placement, one
   ``plan_shedding_cycle`` decision, then the moves, each in the bounded decision log;
-* ``reconcile`` at half that interval (and at once when leadership is won): unowned bundles of live
+* ``reconcile`` at half that interval (and, run by the service, right after a new leader's first
+  full sync, before any other job: ``LoadManagerService._start_term``): unowned bundles of live
   namespaces get a broker, so a dead broker's bundles are owned again within one shedding interval;
 * ``bundle-data`` every ``loadBalancerResourceQuotaUpdateIntervalMinutes``: bundle data (top K) and
   brokers' time averages written;
@@ -139,10 +140,10 @@ class LeaderSchedule:
             )
 
     def resume(self, config: LoadBalancerConfig) -> None:
-        """Leadership won: reconcile at once (orphans first), every other job one interval from now."""
+        """The term's first sync and reconcile are done: every job one interval from now."""
         now = datetime.now()
         for name, seconds in job_intervals(config).items():
-            first = now if name == "reconcile" else now + timedelta(seconds=seconds)
+            first = now + timedelta(seconds=seconds)
             with contextlib.suppress(Exception):
                 self._scheduler.modify_job(name, next_run_time=first)
 

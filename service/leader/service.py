@@ -18,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from balancer.bundles import NamespaceBundles
@@ -135,6 +135,7 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode):
             self._epoch,
             random.Random(seed),
         )
+        self.jobs.unlocked = self._unlocked
         self._schedule = LeaderSchedule(self.metrics.job_run)
         self._started = False
         # Readiness: failures in a row per job, all failures per job, and when a shedding cycle last
@@ -143,6 +144,9 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode):
         self.job_failures: dict[str, int] = {}
         self._last_cycle_ok: float | None = None
         self._leading_since: float | None = None
+        # A term's jobs start only after its first full sync and first reconcile (_start_term).
+        self._term = 0
+        self._synced = False
         self._published: tuple[dict[str, Any], dict[str, int]] = ({}, {})
 
     # ---- lifecycle ---------------------------------------------------------------------------------
@@ -250,46 +254,69 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode):
             "bundle-data": lambda: self._leader_job("bundle-data", self.jobs.write_bundle_data),
             "split": lambda: self._leader_job("split", self._auto_split),
         }
-        self._schedule.apply(self._config, funcs, self.is_leader())
+        self._schedule.apply(self._config, funcs, self.is_leader() and self._synced)
 
     def _auto_split(self, config: LoadBalancerConfig, s: LoadSheddingStrategy, p: PlacementStrategy) -> int:
         return self.jobs.auto_split(config, s, p) if config.loadBalancerAutoBundleSplitEnabled else 0
 
-    def _leader_job(self, name: str, fn: Callable[..., Any]) -> None:
+    def _leader_job(self, name: str, fn: Callable[..., Any]) -> bool:
+        """One run of a leader job; True when it ran and succeeded. Its whole wall time (prefetch,
+        lock wait, decide, write, publish) goes to ``loadmgr_leader_job_run_duration_seconds``."""
         if not self.is_leader():
-            return
+            return False
         if (
             self.pulsar_mode
             and name in ("shedding", "split", "bundle-data")
             and not self._pulsar_may_run(name)
         ):
-            return
-        # The job's ZooKeeper reads happen here, outside the service lock (the watch cache has its
-        # own); under the lock the job's refresh then finds at most a few new events to read.
+            return False
+        started = time.monotonic()
+        ok = False
         try:
-            self._loadview.prefetch(self.store)
-        except ServiceError as e:
-            log.info("%s job: prefetch deferred: %s", name, e)
-        with self._lock:
-            if not self.is_leader():
-                return
+            # The job's ZooKeeper reads happen here, outside the service lock (the watch cache has
+            # its own); under the lock the job's refresh then finds at most a few new events to read.
             try:
-                fn(self._config, self._shedder, self._placement)
+                self._loadview.prefetch(self.store)
             except ServiceError as e:
-                log.warning("%s job: %s", name, e)
-                self.metrics.zk_error(type(e).__name__)
-                self._job_failed(name)
-            except Exception:
-                log.exception("%s job failed", name)
-                self._job_failed(name)
-            else:
-                self._consecutive_failures[name] = 0
-                if name == "shedding":
-                    self._last_cycle_ok = time.monotonic()
-            self._publish_leader_state()
-        if name == "shedding":
-            with contextlib.suppress(ServiceError):
-                self._publish_view()
+                log.info("%s job: prefetch deferred: %s", name, e)
+            with self._lock:
+                if not self.is_leader():
+                    return False
+                try:
+                    fn(self._config, self._shedder, self._placement)
+                except ServiceError as e:
+                    log.warning("%s job: %s", name, e)
+                    self.metrics.zk_error(type(e).__name__)
+                    self._job_failed(name)
+                except Exception:
+                    log.exception("%s job failed", name)
+                    self._job_failed(name)
+                else:
+                    ok = True
+                    self._consecutive_failures[name] = 0
+                    if name == "shedding":
+                        self._last_cycle_ok = time.monotonic()
+                self._publish_leader_state()
+            if name == "shedding":
+                with contextlib.suppress(ServiceError):
+                    self._publish_view()
+            return ok
+        finally:
+            self.metrics.job_wall_time(name, time.monotonic() - started)
+
+    @contextlib.contextmanager
+    def _unlocked(self) -> Iterator[None]:
+        """Let the service lock go while a job waits on its ZooKeeper writes (plan / write / apply):
+        manual operations, REST and the other jobs go on meanwhile. Outside the lock: a no-op."""
+        try:
+            self._lock.release()
+        except RuntimeError:  # not held by this thread (a job called directly)
+            yield
+            return
+        try:
+            yield
+        finally:
+            self._lock.acquire()
 
     def _pulsar_may_run(self, name: str) -> bool:
         """Pulsar mode: Pulsar's leader broker writes bundle data; shedding and splits wait until
@@ -325,8 +352,33 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode):
             self._consecutive_failures = {}
             self._last_cycle_ok = None
             self._leading_since = time.monotonic()
-        self._schedule.resume(self._config)
+            self._synced = False
+            self._term += 1
+            term = self._term
+        threading.Thread(target=self._start_term, args=(term,), name="leader-first-sync", daemon=True).start()
         self.metrics.leader_changed(True)
+
+    def _start_term(self, term: int) -> None:
+        """The term's first full sync and first reconcile, then the schedule.
+
+        The jobs stay paused meanwhile, so a first sync longer than the reconcile interval (tens of
+        seconds at 100k bundles) skips no run, this first reconcile is never skipped, and no job
+        decides on a partial view; ``/readyz`` says not ready until it is done."""
+        delay = 0.5
+        while self._started and self.is_leader() and self._term == term:
+            self.metrics.job_run("reconcile", "started")
+            ok = self._leader_job("reconcile", self.jobs.reconcile)
+            self.metrics.job_run("reconcile", "executed" if ok else "error")
+            if ok:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+        with self._lock:
+            if self._term != term or not self.is_leader():
+                return
+            self._synced = True
+        log.info("first full sync and reconcile of this term done; jobs scheduled")
+        self._schedule.resume(self._config)
 
     def _on_revoked(self) -> None:
         self._schedule.pause()

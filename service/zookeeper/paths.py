@@ -7,6 +7,7 @@ Bundle names (``tenant/ns/0x…_0x…``) are appended to a root as they are, so 
 from __future__ import annotations
 
 import re
+from urllib.parse import quote, unquote
 
 from balancer.errors import InvalidInput
 
@@ -39,6 +40,12 @@ LOADMGR_CONFIG = "/loadmgr/config"
 # Pulsar's dynamic configuration overrides (pulsar-admin brokers update-dynamic-config).
 PULSAR_DYNAMIC_CONFIG = "/admin/configuration"
 WORKLOAD = "/loadmgr/workload"
+# Per-broker assignment hints (docs/ownership.md): the leader creates a persistent sequential node
+# ``<BROKER_ASSIGNMENTS>/<brokerId>/<quoted bundle>#<seq>`` in the same fenced transaction as each
+# assignment naming that broker, so an agent learns what it was given from one child watch on its
+# own directory instead of reading every assignment. The assignment node stays the truth.
+BROKER_ASSIGNMENTS = "/loadmgr/broker-assignments"
+HINT_SEP = "#"
 
 BASE_PATHS = (BROKERS, BUNDLE_DATA, TIME_AVERAGE, RESOURCE_QUOTA, LOCAL_POLICIES, OWNERSHIP, ASSIGNMENTS)
 
@@ -96,6 +103,24 @@ def ownership_path(bundle: str) -> str:
 
 def assignment_path(bundle: str) -> str:
     return join(ASSIGNMENTS, bundle)
+
+
+def hint_dir(broker_id: str) -> str:
+    return join(BROKER_ASSIGNMENTS, quote(broker_id, safe=""))
+
+
+def hint_prefix(broker_id: str, bundle: str) -> str:
+    """The path a hint is created at with ``sequence=True`` (ZooKeeper appends ten digits)."""
+    return f"{hint_dir(broker_id)}/{quote(bundle, safe='')}{HINT_SEP}"
+
+
+def hint_bundle(name: str) -> str | None:
+    """The bundle a hint child node names, or None for a name that is not a hint."""
+    head, sep, seq = name.rpartition(HINT_SEP)
+    if not sep or not seq.isdigit():
+        return None
+    bundle = unquote(head)
+    return bundle if "/" in bundle and is_range(bundle.rsplit("/", 1)[1]) else None
 
 
 def parent(path: str) -> str:

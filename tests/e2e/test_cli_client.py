@@ -55,3 +55,20 @@ def test_config_show_prints_the_running_leaders_config(
     assert main(["config", "show", "--url", "http://127.0.0.1:9"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("# local configuration") and "no load manager answered" in first
+
+
+def test_cli_lists_follow_the_rest_cursors(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None:
+    """Small pages give the same listing as one big one; --limit stops early and says where to go on."""
+    url = ["--url", demo.url]
+    whole = [r["bundle"] for r in json.loads(_run(["bundles", "--json", *url], capsys))]
+    assert len(whole) > 3
+    paged = [r["bundle"] for r in json.loads(_run(["bundles", "--json", "--page-size", "2", *url], capsys))]
+    assert paged == whole
+    assert main(["bundles", "--json", "--page-size", "2", "--limit", "3", *url]) == 0
+    captured = capsys.readouterr()
+    assert [r["bundle"] for r in json.loads(captured.out)] == whole[:3]
+    cursor = captured.err.split("--cursor ", 1)[1].split()[0]
+    rest = json.loads(_run(["bundles", "--json", "--cursor", cursor, *url], capsys))
+    assert [r["bundle"] for r in rest] == whole[3:]
+    decisions = json.loads(_run(["decisions", "--json", "--page-size", "1", "--limit", "2", *url], capsys))
+    assert len(decisions) <= 2 and all("kind" in d for d in decisions)

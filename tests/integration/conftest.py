@@ -44,6 +44,12 @@ def fast_config(**overrides: Any) -> LoadBalancerConfig:
     return LoadBalancerConfig.from_dict({**FAST, **overrides})
 
 
+def assign(store: ZkStore, bundle: str, broker: str, reason: str = "test setup") -> None:
+    """Write ``bundle``'s assignment as the leader does: with the hint its broker's agent watches."""
+    doc = ZkStore.assignment_doc(Assignment(broker, None, reason, 0))
+    store.fenced(None).upsert_json(P.assignment_path(bundle), doc).hint(broker, bundle).commit()
+
+
 def wait_for(pred: Callable[[], bool], timeout: float, interval: float = 0.1, what: str = "") -> float:
     """Poll until ``pred()``; returns the seconds it took, fails the test at the deadline.
 
@@ -77,8 +83,7 @@ class Cluster:
     def assign_all(self, broker: str) -> None:
         for got in self.admin.read_layouts().values():
             for b in got.value.bundle_names:
-                doc = ZkStore.assignment_doc(Assignment(broker, None, "test setup", 0))
-                self.admin.put_json(P.assignment_path(b), doc)
+                assign(self.admin, b, broker)
 
     def agent(self, broker_id: str, config: LoadBalancerConfig) -> BrokerAgent:
         store = ZkStore(self.hosts, session_timeout_s=AGENT_SESSION_S)

@@ -30,9 +30,9 @@ from service.leader.load_view import LoadView, Snapshot
 from service.leader.metrics_sink import NoMetrics
 from service.leader.service import make_strategies
 from service.zookeeper import paths as P
-from service.zookeeper.metadata.store import Assignment, ZkStore
+from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.server.launcher import EmbeddedZooKeeper, ZooKeeperLaunchError
-from tests.integration.conftest import fast_config, wait_for
+from tests.integration.conftest import assign, fast_config, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -105,7 +105,7 @@ def test_agent_with_an_expired_session_registers_without_its_old_bundles(zk_chro
         bundles = admin.create_namespace(NS, 2).bundle_names
         admin.write_workload(Scenario(namespaces={NS: 2}).model_dump(mode="json"))
         for b in bundles:
-            admin.put_json(P.assignment_path(b), ZkStore.assignment_doc(Assignment("b1:8080", None, "t", 0)))
+            assign(admin, b, "b1:8080", "t")
         source = SimulatedSource(lambda: agent_store.read_workload_as(Scenario.parse))
         agent = BrokerAgent(agent_store, "b1:8080", fast_config(), source, ownership_poll_s=0.2)
         agent.start()
@@ -115,7 +115,7 @@ def test_agent_with_an_expired_session_registers_without_its_old_bundles(zk_chro
         old_session = agent_store.session_id
         # Meanwhile the leader gives both bundles to b2 and b2 takes them.
         for b in bundles:
-            admin.put_json(P.assignment_path(b), ZkStore.assignment_doc(Assignment("b2:8080", None, "t", 1)))
+            assign(admin, b, "b2:8080", "t")
         _expire(agent_store)
         wait_for(
             lambda: agent_store.connected and agent_store.session_id not in (None, old_session),

@@ -14,8 +14,8 @@ from balancer.bundles import NamespaceBundles, split_bundle_name
 from service.api.metrics import PrometheusMetrics
 from service.broker.workload import BundleLoad, Scenario
 from service.zookeeper import paths as P
-from service.zookeeper.metadata.store import Assignment, ZkStore
-from tests.integration.conftest import Cluster, fast_config, wait_for
+from service.zookeeper.metadata.store import ZkStore
+from tests.integration.conftest import Cluster, assign, fast_config, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -116,8 +116,7 @@ def test_isolation_and_anti_affinity_hold_live(cluster: Cluster) -> None:
         )
     )
     for b in iso_bundles:  # every isolated bundle starts on iso-1, which makes it the hot broker
-        doc = ZkStore.assignment_doc(Assignment("iso-1:8080", None, "test setup", 0))
-        cluster.admin.put_json(P.assignment_path(b), doc)
+        assign(cluster.admin, b, "iso-1:8080")
     watch = Watch(cluster)
     watch.start()
     for b in (*PRIMARIES, *RACK_A, *RACK_B):

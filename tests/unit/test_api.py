@@ -267,3 +267,50 @@ def test_forwarding_to_a_frozen_leader_gives_up_quickly_with_503() -> None:
     assert r.headers["Retry-After"] == "2"
     # The bound in force, not the 10 s the forward used to wait.
     assert FORWARD_TIMEOUT.read is not None and waited < FORWARD_TIMEOUT.read + 2 < 10
+
+
+def test_bundles_and_decisions_page_with_a_cursor_and_filters(client: TestClient, svc: FakeService) -> None:
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"limit": 3} | ({"cursor": cursor} if cursor else {})
+        r = client.get("/bundles", params=params)
+        assert r.status_code == 200
+        seen += [row["bundle"] for row in r.json()]
+        pages += 1
+        cursor = r.headers.get("X-Next-Cursor")
+        if cursor is None:
+            assert "Link" not in r.headers
+            break
+        assert r.headers["Link"].endswith('rel="next"') and len(r.json()) == 3
+    assert seen == sorted(svc.bundles) and pages == 2
+    r = client.get("/bundles", params={"limit": 2, "broker": "b1"})
+    assert [row["bundle"] for row in r.json()] == sorted(svc.bundles)[:2]
+    r = client.get("/bundles", params={"limit": 2, "broker": "b1", "cursor": r.headers["X-Next-Cursor"]})
+    assert [row["bundle"] for row in r.json()] == [
+        sorted(svc.bundles)[2]
+    ] and "X-Next-Cursor" not in r.headers
+    for bad in ("nope", "ZGVjaXNpb246Mw"):  # garbage, and a decision cursor given to /bundles
+        r = client.get("/bundles", params={"cursor": bad})
+        assert r.status_code == 422 and r.json()["detail"][0]["field"] == "cursor", r.json()
+    assert client.get("/bundles", params={"limit": 0}).status_code == 422
+
+    svc.log = [
+        {
+            "id": i,
+            "kind": "shedding",
+            "bundle": svc.bundles[i % 4],
+            "source": "b1",
+            "destination": f"b{2 + i % 2}",
+        }
+        for i in range(1, 8)
+    ][::-1]  # newest first, as the service answers
+    first = client.get("/decisions", params={"limit": 2, "broker": "b3"}).json()
+    assert [d["id"] for d in first["decisions"]] == [7, 5] and first["nextCursor"]
+    rest = client.get("/decisions", params={"limit": 2, "broker": "b3", "cursor": first["nextCursor"]}).json()
+    assert [d["id"] for d in rest["decisions"]] == [3, 1] and rest["nextCursor"] is None
+    other = client.get("/decisions", params={"namespace": "other/ns"}).json()
+    assert other["decisions"] == [] and other["nextCursor"] is None
+    r = client.get("/decisions", params={"cursor": seen and "YnVuZGxlOng"})  # a bundle cursor
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "cursor"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Query, Request, Response
 
 from balancer.bundles import namespace_of
-from service.api import links, views
+from service.api import links, paging, views
 from service.api.deps import Mutation, PrincipalDep, ServiceDep
 from service.api.schemas import BundleDetail, BundleSummary, ErrorBody, SplitRequest, UnloadRequest
 
@@ -32,18 +33,33 @@ _MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
 )
 def list_bundles(
     service: ServiceDep,
+    request: Request,
+    response: Response,
     namespace: Annotated[str | None, Query(description="tenant/namespace")] = None,
     broker: Annotated[str | None, Query(description="owning broker id")] = None,
+    limit: Annotated[
+        int | None, Query(ge=1, le=paging.MAX_LIMIT, description="at most this many bundles (default: all)")
+    ] = None,
+    cursor: Annotated[
+        str | None, Query(description=f"where to go on: a previous page's {paging.NEXT_CURSOR_HEADER} header")
+    ] = None,
 ) -> list[dict[str, Any]]:
+    """Bundles in name order; with ``limit``, one page, and the next page's cursor in the
+    ``X-Next-Cursor`` and ``Link`` headers (absent on the last page)."""
     view = service.view()
     owners = views.owners(view)
-    rows = []
-    for bundle in views.all_bundles(view):
+    names = views.all_bundles(view)  # sorted by name
+    start = 0 if cursor is None else bisect.bisect_right(names, paging.decode_cursor("bundle", cursor))
+    rows: list[dict[str, Any]] = []
+    for bundle in names[start:]:
         owner = owners.get(bundle)
         if namespace is not None and namespace_of(bundle) != namespace:
             continue
         if broker is not None and owner != broker:
             continue
+        if limit is not None and len(rows) >= limit:
+            paging.announce_next(request, response, paging.encode_cursor("bundle", rows[-1]["bundle"]))
+            break
         rows.append(views.bundle_summary(view, bundle, owner))
     return rows
 

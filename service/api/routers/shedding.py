@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request, Response
 
-from service.api import views
+from balancer.errors import InvalidInput
+from service.api import paging, views
 from service.api.deps import ServiceDep
 from service.api.schemas import DecisionKind, DecisionList, DryRun, ErrorBody
 
@@ -37,7 +38,46 @@ def dry_run(service: ServiceDep) -> dict[str, Any]:
 )
 def decisions(
     service: ServiceDep,
+    request: Request,
+    response: Response,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     kind: DecisionKind | None = None,
+    broker: Annotated[
+        str | None, Query(description="decisions moving a bundle from or to this broker")
+    ] = None,
+    namespace: Annotated[
+        str | None, Query(description="decisions about bundles of this tenant/namespace")
+    ] = None,
+    cursor: Annotated[str | None, Query(description="a previous page's nextCursor: older decisions")] = None,
 ) -> dict[str, Any]:
-    return {"decisions": [views.decision(d) for d in service.decisions(limit=limit, kind=kind)]}
+    """Newest first; ``nextCursor`` (also the ``X-Next-Cursor`` header) pages on to older ones."""
+    before = None if cursor is None else _decision_id(paging.decode_cursor("decision", cursor), cursor)
+    rows: list[dict[str, Any]] = []
+    next_cursor = None
+    # The log is a bounded ring (decision_log_size): filtering all of it is cheap.
+    for record in service.decisions(limit=DECISION_SCAN, kind=kind):
+        d = views.decision(record)
+        ident = d.get("id")
+        if before is not None and (not isinstance(ident, int) or ident >= before):
+            continue
+        if broker is not None and broker not in (d.get("source"), d.get("destination")):
+            continue
+        bundle = d.get("bundle")
+        if namespace is not None and not (isinstance(bundle, str) and bundle.startswith(namespace + "/")):
+            continue
+        if len(rows) >= limit:
+            last = rows[-1].get("id")
+            next_cursor = paging.encode_cursor("decision", str(last)) if isinstance(last, int) else None
+            break
+        rows.append(d)
+    paging.announce_next(request, response, next_cursor)
+    return {"decisions": rows, "nextCursor": next_cursor}
+
+
+DECISION_SCAN = 1_000_000  # more than any decision log holds
+
+
+def _decision_id(position: str, cursor: str) -> int:
+    if not position.isdigit():
+        raise InvalidInput("cursor", cursor, "not a decision cursor this API returned")
+    return int(position)

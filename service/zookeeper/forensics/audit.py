@@ -223,7 +223,7 @@ def _under(path: str | None, chroot: str) -> str | None:
     return path[len(chroot) :] if path.startswith(chroot + "/") else None
 
 
-def _chrooted(t: Txn, chroot: str) -> Txn | None:
+def chrooted(t: Txn, chroot: str) -> Txn | None:
     """``t`` as a client of ``chroot`` sees it, or None when it touches nothing below it."""
     ops = tuple(replace(op, path=_under(op.path, chroot)) for op in t.ops)
     ops = tuple(op for op in ops if op.path is not None or op.kind == "error")
@@ -245,7 +245,7 @@ def audit(
     last = 0
     chroot = chroot.rstrip("/")
     for t in history:
-        seen = _chrooted(t, chroot) if chroot else t
+        seen = chrooted(t, chroot) if chroot else t
         if seen is not None:
             replay.apply(seen)
         last = max(last, t.time_ms)

@@ -141,6 +141,20 @@ def parse_owner(doc: Any) -> str:
     raise BadNode("ownership data names no broker")
 
 
+def owner_doc(broker_id: str, urls: dict[str, str]) -> dict[str, Any]:
+    """An agent's ownership node: Pulsar's NamespaceEphemeralData (nativeUrl, httpUrl, disabled,
+    advertisedListeners). Pulsar derives the owner from httpUrl, so ``brokerId`` is added only when
+    the web URL does not name ``broker_id`` (an agent given another --pulsar-url)."""
+    doc: dict[str, Any] = {**urls, "disabled": False, "advertisedListeners": {}}
+    try:
+        named: str | None = parse_owner(doc)
+    except BadNode:
+        named = None
+    if named != broker_id:
+        doc["brokerId"] = broker_id
+    return doc
+
+
 # ZooKeeper refuses a request larger than jute.maxbuffer (server default 0xfffff bytes). A broker
 # report carries every bundle's stats (~300 bytes each), so ~3,000 bundles on one broker reach it.
 JUTE_MAXBUFFER = 0xFFFFF

@@ -26,6 +26,7 @@ from service.zookeeper import paths as P
 from service.zookeeper.metadata.records import (
     Assignment,
     Owner,
+    owner_doc,
     parse_assignment,
     parse_broker_report,
     parse_bundle_data,
@@ -35,7 +36,6 @@ from service.zookeeper.metadata.records import (
     report_size_warning,
 )
 from service.zookeeper.session.nodes import JsonZk, Versioned
-from service.zookeeper.session.validate import BadNode
 from service.zookeeper.session.wire import json_bytes, translated
 
 # A broker's registration is ephemeral (its session's lifetime is its liveness); a persistent node
@@ -315,18 +315,8 @@ class ZkStore(JsonZk):
 
         With ``assignment_version`` the create is one transaction with a check that the assignment
         node is still the one read: a broker never takes a bundle the leader has just sent elsewhere,
-        which the transaction-log audit of ``bench/soak.py`` relies on.
-
-        The node is Pulsar's NamespaceEphemeralData (nativeUrl, httpUrl, disabled,
-        advertisedListeners). Pulsar derives the owner from httpUrl, so ``brokerId`` is added only
-        when the web URL does not name ``broker_id`` (an agent given another --pulsar-url)."""
-        doc: dict[str, Any] = {**urls, "disabled": False, "advertisedListeners": {}}
-        try:
-            named = parse_owner(doc)
-        except BadNode:
-            named = None
-        if named != broker_id:
-            doc["brokerId"] = broker_id
+        which the transaction-log audit of ``bench/soak.py`` relies on. The node: :func:`owner_doc`."""
+        doc = owner_doc(broker_id, urls)
         try:
             if assignment_version is None:
                 self.put_json(P.ownership_path(bundle), doc, version=-1, ephemeral=True)

@@ -10,6 +10,10 @@ A transaction is all or nothing, so one stale write (a compare-and-set that lost
 refuse its whole batch: ZooKeeper names the failing operation, which alone is refused, and the
 other operations of that batch go out again in the next round. A failed epoch check means this
 writer is no longer the leader: that batch and every later one are refused, nothing is retried.
+
+A *rider* (``Op.rider``) belongs to the write before it: it goes in the same transaction, succeeds or
+is refused with it, and is not reported on its own. The leader's assignment hints
+(:meth:`Op.hint`, ``docs/ownership.md``) ride on the assignment writes they announce.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class Op:
     version: int = -1
     key: Any = None
     ephemeral: bool = False
+    sequence: bool = False
+    rider: bool = False  # part of the write before it: same transaction, same fate, not reported
 
     @staticmethod
     def create(path: str, obj: Any, key: Any = None, ephemeral: bool = False) -> Op:
@@ -56,6 +62,11 @@ class Op:
     @staticmethod
     def delete(path: str, version: int = -1, key: Any = None) -> Op:
         return Op("delete", path, b"", version, key)
+
+    @staticmethod
+    def hint(broker_id: str, bundle: str) -> Op:
+        """The rider announcing to ``broker_id``'s agent that ``bundle``'s assignment now names it."""
+        return Op("create", P.hint_prefix(broker_id, bundle), b"", -1, bundle, sequence=True, rider=True)
 
     @property
     def size(self) -> int:
@@ -91,20 +102,34 @@ def commit_batches(
         out.rounds += 1
         pending = _round(zk, pending, fence, max_ops, max_bytes, in_flight, out)
     for op in pending:
-        out.refused.append((op, "fenced"))
+        if not op.rider:
+            out.refused.append((op, "fenced"))
     return out
 
 
+def _units(ops: list[Op]) -> list[list[Op]]:
+    """Each write with its riders."""
+    units: list[list[Op]] = []
+    for op in ops:
+        if op.rider and units:
+            units[-1].append(op)
+        else:
+            units.append([op])
+    return units
+
+
 def _chunks(ops: list[Op], max_ops: int, max_bytes: int) -> list[list[Op]]:
+    """Transactions of at most ``max_ops`` ops and ``max_bytes``; a write and its riders stay together."""
     chunks: list[list[Op]] = []
     cur: list[Op] = []
     size = 0
-    for op in ops:
-        if cur and (len(cur) >= max_ops or size + op.size > max_bytes):
+    for unit in _units(ops):
+        unit_size = sum(op.size for op in unit)
+        if cur and (len(cur) + len(unit) > max_ops or size + unit_size > max_bytes):
             chunks.append(cur)
             cur, size = [], 0
-        cur.append(op)
-        size += op.size
+        cur.extend(unit)
+        size += unit_size
     if cur:
         chunks.append(cur)
     return chunks
@@ -126,7 +151,7 @@ def _round(
     with translated():
         for chunk in _chunks(ops, max_ops, max_bytes):
             if out.fenced_out:
-                out.refused.extend((op, "fenced") for op in chunk)
+                out.refused.extend((op, "fenced") for op in chunk if not op.rider)
                 continue
             window.append((chunk, _submit(zk, chunk, fence)))
             out.transactions += 1
@@ -145,7 +170,7 @@ def _submit(zk: JsonZk, chunk: list[Op], fence: Versioned[str] | None) -> Any:
         tx.check(P.LEADER_EPOCH, fence.version)
     for op in chunk:
         if op.kind == "create":
-            tx.create(op.path, op.data, ephemeral=op.ephemeral)
+            tx.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
         elif op.kind == "set":
             tx.set_data(op.path, op.data, op.version)
         elif op.kind == "delete":
@@ -162,16 +187,24 @@ def _settle(batch: list[Op], results: list[Any], fenced: bool, out: BatchResult)
     ]
     if not failed:
         for op, r in zip(batch, results[skip:], strict=True):
+            if op.rider:
+                continue
             version = int(r.version) if op.kind == "set" else (0 if op.kind == "create" else -1)
             out.done.append((op, version))
         return []
     if fenced and failed[0] == 0:
         out.fenced_out = True
-        out.refused.extend((op, "fenced") for op in batch)
+        out.refused.extend((op, "fenced") for op in batch if not op.rider)
         return []
     bad = failed[0] - skip
-    out.refused.append((batch[bad], type(results[failed[0]]).__name__))
-    return batch[:bad] + batch[bad + 1 :]
+    start = bad
+    while start > 0 and batch[start].rider:
+        start -= 1
+    end = start + 1
+    while end < len(batch) and batch[end].rider:
+        end += 1
+    out.refused.append((batch[start], type(results[failed[0]]).__name__))
+    return batch[:start] + batch[end:]
 
 
 def _ensure_parents(zk: JsonZk, paths: list[str]) -> None:

@@ -166,7 +166,10 @@ class WatchedTree(Generic[V]):
         return st
 
     def note_written(self, rel: str, value: V | None, version: int) -> None:
-        """Our own write of leaf ``rel`` left ``version``: taken as read (its event costs an ``exists``)."""
+        """Our own write of leaf ``rel`` left ``version``: taken as read (its event costs an ``exists``).
+        A newer version already read (another writer's, landed while ours was noted late) is kept."""
+        if self.versions.get(rel, -1) > version:
+            return
         self._own[rel] = version
         self.versions[rel] = version
         self._log((rel,))

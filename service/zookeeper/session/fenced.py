@@ -42,6 +42,14 @@ class Fenced:
             stat = self._store.client.exists(path)
         return self.create_json(path, obj) if stat is None else self.set_json(path, obj, stat.version)
 
+    def hint(self, broker_id: str, bundle: str) -> Fenced:
+        """Announce to ``broker_id``'s agent that this transaction assigns ``bundle`` to it
+        (a sequential node under its hint directory; ``docs/ownership.md``)."""
+        path = P.hint_prefix(broker_id, bundle)
+        self._store.ensure_parent(path)
+        self._tx.create(path, b"", sequence=True)
+        return self
+
     def delete(self, path: str, version: int = -1) -> Fenced:
         self._tx.delete(path, version)
         return self

@@ -1,0 +1,338 @@
+"""The agent's side of bundle ownership (``docs/ownership.md``): driven by watches, not polls.
+
+An agent keeps state only for the bundles that concern it, and reads only what changed:
+
+* **Hints.** With every assignment naming a broker the leader creates, in the same fenced
+  transaction, a sequential node under ``/loadmgr/broker-assignments/<brokerId>``. One child watch
+  on that directory tells the agent it was given something; it then reads the assignment of each
+  newly hinted bundle (the assignment node is the truth, the hint only says where to look).
+* **Assignments.** Each assignment read leaves a data watch; a rewrite (a move) or a delete (a
+  split, an unload without destination, a namespace deletion) fires it, and the owner releases:
+  it stops serving the bundle, then deletes its node only if its session holds it.
+* **Takeover.** A bundle assigned here whose ownership node another session still holds gets an
+  ``exists`` watch on that node; the moment the old owner deletes it the agent creates its own,
+  in one transaction with a check of the assignment version it read.
+* **Own nodes.** Each node this session holds has an ``exists`` watch: if it vanishes the agent
+  stops serving the bundle (and takes it again while it is still assigned here).
+
+A steady agent makes no ZooKeeper request. After a connection gap (kazoo re-arms no watch, see
+python-zk/kazoo#151) or on a new session, :meth:`OwnershipFollower.resync` re-reads the agent's
+own hints, assignments and nodes: O(own bundles). The agent removes hints of bundles no longer
+assigned to it, and older duplicates, so its directory stays the size of what it owns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, WatchedEvent
+
+from service.zookeeper import paths as P
+from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.session.nodes import PIPELINE
+from service.zookeeper.session.wire import json_bytes, translated
+
+log = logging.getLogger(__name__)
+
+
+def _with(bundles: set[str]) -> Callable[[frozenset[str]], frozenset[str]]:
+    return lambda owned: owned | bundles
+
+
+def _without(bundles: set[str]) -> Callable[[frozenset[str]], frozenset[str]]:
+    return lambda owned: owned - bundles
+
+
+def _bundle_of(path: str, root: str) -> str | None:
+    return path[len(root) + 1 :] if path.startswith(root + "/") else None
+
+
+class OwnershipFollower:
+    """What one agent owns, kept in step with its assignments through watches."""
+
+    def __init__(self, store: ZkStore, broker_id: str, owner_doc: dict[str, Any], wake: Callable[[], None]):
+        self._store = store
+        self._broker = broker_id
+        self._doc = json_bytes(owner_doc)
+        self._wake = wake
+        self._lock = threading.Lock()
+        self._session: int | None = None
+        self._list_hints = True
+        self._resync = True
+        self._dirty_assign: set[str] = set()
+        self._dirty_owner: set[str] = set()
+        self._hints: dict[str, list[str]] = {}  # bundle -> its hint nodes' names, oldest first
+        self._assigned: dict[str, int] = {}  # bundle assigned here -> assignment version read
+        self.owned: frozenset[str] = frozenset()  # replaced, never mutated: read from other threads
+        self._owned_lock = threading.Lock()  # the agent's thread and kazoo's (a fast take) change it
+        self.fast_takes = 0
+        self.requests = 0  # ZooKeeper requests sent (benches read it)
+        self.steps = 0
+
+    # ---- kazoo's thread: flag and wake only ------------------------------------------------------
+    def _on_hints(self, _event: WatchedEvent) -> None:
+        with self._lock:
+            self._list_hints = True
+        self._wake()
+
+    def _on_assignment(self, event: WatchedEvent) -> None:
+        bundle = _bundle_of(event.path, P.ASSIGNMENTS)
+        if bundle is not None:
+            with self._lock:
+                self._dirty_assign.add(bundle)
+            self._wake()
+
+    def _on_owner(self, event: WatchedEvent) -> None:
+        bundle = _bundle_of(event.path, P.OWNERSHIP)
+        if bundle is None:
+            return
+        with self._lock:
+            self._dirty_owner.add(bundle)
+            version = self._assigned.get(bundle) if event.type == EventType.DELETED else None
+        if version is not None and bundle not in self.owned:
+            self._fast_take(bundle, version)
+        self._wake()
+
+    def _fast_take(self, bundle: str, version: int) -> None:
+        """The previous owner just deleted the node of a bundle assigned here: create ours now, from
+        kazoo's thread without blocking it (the request is only queued), checked against the
+        assignment version read. The agent's next step confirms it and arms the node's watch."""
+        tx = self._store.client.transaction()
+        tx.check(P.assignment_path(bundle), version)
+        tx.create(P.ownership_path(bundle), self._doc, ephemeral=True)
+        self.requests += 1
+
+        def done(result: Any) -> None:
+            try:
+                ok = not any(isinstance(r, Exception) for r in result.get_nowait())
+            except Exception:
+                ok = False
+            if ok:
+                self.fast_takes += 1
+                self._serve(lambda owned: owned | {bundle})
+            with self._lock:
+                self._dirty_owner.add(bundle)
+            self._wake()
+
+        tx.commit_async().rawlink(done)
+
+    def _serve(self, change: Callable[[frozenset[str]], frozenset[str]]) -> None:
+        with self._owned_lock:
+            self.owned = change(self.owned)
+
+    def resync(self) -> None:
+        """Re-read everything that concerns this agent at the next step (watches may be lost)."""
+        with self._lock:
+            self._resync = True
+        self._wake()
+
+    def stop_serving(self) -> None:
+        """Cut off from ZooKeeper: serve nothing until the next step has checked each node again."""
+        self._serve(lambda _: frozenset())
+        self.resync()
+
+    # ---- the agent's thread ----------------------------------------------------------------------
+    def step(self) -> bool:
+        """Act on what changed since the last step; True when the served set changed."""
+        before = self.owned
+        session = self._store.session_id
+        with self._lock:
+            if session != self._session:  # a new session: its ephemeral nodes died with the old one
+                self._session = session
+                self._serve(lambda _: frozenset())
+                self._assigned.clear()
+                self._resync = True
+            if self._resync:
+                self._list_hints = True
+                known = set(self._hints) | set(self.owned)
+                self._dirty_assign |= known
+                self._dirty_owner |= known
+                self._resync = False
+            list_hints, self._list_hints = self._list_hints, False
+            dirty_assign, self._dirty_assign = self._dirty_assign, set()
+            dirty_owner, self._dirty_owner = self._dirty_owner, set()
+        try:
+            self.steps += 1
+            if list_hints:
+                fresh = self._read_hints()
+                dirty_assign |= fresh
+                dirty_owner |= fresh
+            self._read_assignments(dirty_assign)
+            # Takes first: a bundle coming here waits on its previous owner's node (or gets it) before
+            # this agent spends time on its own releases; the releases' bundles are another set.
+            held_before = dirty_owner & self.owned
+            self._take(sorted(b for b in dirty_owner if b in self._assigned and b not in self.owned))
+            self._release(sorted(self.owned - set(self._assigned)))
+            self._check_own_nodes(held_before & self.owned)
+            self._tidy_hints(dirty_assign)  # last: nobody waits for it
+        except Exception:
+            self.resync()  # whatever was half done is looked at again, from ZooKeeper
+            raise
+        return self.owned != before
+
+    def _read_hints(self) -> set[str]:
+        """List this broker's hint directory (re-arming its watch); returns bundles hinted anew."""
+        path = P.hint_dir(self._broker)
+        with translated():
+            try:
+                self.requests += 1
+                names = self._store.client.get_children(path, watch=self._on_hints)
+            except NoNodeError:
+                self.requests += 2
+                self._store.client.ensure_path(path)
+                names = self._store.client.get_children(path, watch=self._on_hints)
+        hints: dict[str, list[str]] = {}
+        for name in sorted(names, key=lambda n: n.rpartition(P.HINT_SEP)[2]):
+            bundle = P.hint_bundle(name)
+            if bundle is not None:
+                hints.setdefault(bundle, []).append(name)
+        fresh = {b for b, got in hints.items() if got != self._hints.get(b)}
+        self._hints = hints
+        return fresh
+
+    def _read_assignments(self, bundles: Iterable[str]) -> None:
+        todo = sorted(b for b in bundles if b in self._hints or b in self.owned or b in self._assigned)
+        client = self._store.client
+        for bundle, result in self._pipelined(
+            todo, lambda b: client.get_async(P.assignment_path(b), watch=self._on_assignment)
+        ):
+            got = None
+            if not isinstance(result, NoNodeError):
+                if isinstance(result, Exception):
+                    raise result
+                raw, stat = result
+                got = self._store.decode_assignment(P.assignment_path(bundle), raw, stat)
+            if got is not None and got.value.broker == self._broker:
+                self._assigned[bundle] = int(got.version)
+            else:
+                self._assigned.pop(bundle, None)
+
+    def _release(self, bundles: list[str]) -> None:
+        """Stop serving first, then delete each node this session holds (read first: only a node
+        whose ``ephemeralOwner`` is this session, at the version read): never two owners."""
+        if not bundles:
+            return
+        self._serve(lambda owned: owned - set(bundles))
+        client = self._store.client
+        stats = self._pipelined(bundles, lambda b: client.exists_async(P.ownership_path(b)))
+        session = self._store.session_id
+        version = {
+            b: int(s.version)
+            for b, s in stats
+            if s is not None and not isinstance(s, Exception) and s.ephemeralOwner == session
+        }
+        released = 0
+        for _bundle, result in self._pipelined(
+            sorted(version), lambda b: client.delete_async(P.ownership_path(b), version=version[b])
+        ):
+            released += 0 if isinstance(result, Exception) else 1
+        log.info("agent %s released %d bundle(s), e.g. %s", self._broker, released, bundles[0])
+
+    def _tidy_hints(self, looked_at: set[str]) -> None:
+        """Delete the hints of bundles no longer assigned here, and all but the newest of the rest."""
+        stale: list[str] = []
+        for bundle in sorted(looked_at & set(self._hints)):
+            names = self._hints[bundle]
+            if bundle in self._assigned:
+                stale += names[:-1]
+                self._hints[bundle] = names[-1:]
+            else:
+                stale += names
+                del self._hints[bundle]
+        base = P.hint_dir(self._broker)
+        client = self._store.client
+        self._pipelined(stale, lambda n: client.delete_async(f"{base}/{n}"))
+
+    def _check_own_nodes(self, bundles: set[str]) -> None:
+        """Re-arm the watch on each node this session holds; one that is gone is no longer served."""
+        watched = sorted(bundles)
+        lost: set[str] = set()
+        for bundle, stat in self._pipelined(watched, self._watch_owner):
+            if isinstance(stat, Exception):
+                raise stat
+            if stat is None or stat.ephemeralOwner != self._store.session_id:
+                lost.add(bundle)
+        if lost:
+            log.warning("agent %s lost the ownership node of %d bundle(s)", self._broker, len(lost))
+            self._serve(lambda owned: owned - lost)
+            with self._lock:
+                self._dirty_owner |= lost & set(self._assigned)  # take it again while assigned here
+            self._wake()
+
+    def _take(self, bundles: list[str]) -> None:
+        """Create the ownership node of each bundle assigned here, checked against the assignment."""
+        client = self._store.client
+
+        def create(b: str) -> Any:
+            tx = client.transaction()
+            tx.check(P.assignment_path(b), self._assigned[b])
+            tx.create(P.ownership_path(b), self._doc, ephemeral=True)
+            return tx.commit_async()
+
+        self._ensure_parents(bundles)
+        taken: set[str] = set()
+        held: list[str] = []
+        for bundle, result in self._pipelined(bundles, create):
+            if isinstance(result, Exception):
+                raise result
+            if not any(isinstance(r, Exception) for r in result):
+                taken.add(bundle)
+            elif isinstance(result[1], NodeExistsError):
+                held.append(bundle)  # the previous owner has not let go: watch its node
+            else:
+                with self._lock:  # the assignment changed since it was read: read it again
+                    self._dirty_assign.add(bundle)
+                    self._dirty_owner.add(bundle)
+        if taken:
+            log.info("agent %s took %d bundle(s), e.g. %s", self._broker, len(taken), min(taken))
+            self._serve(lambda owned: owned | taken)
+        # Arm the watch on each node we just created, and on each node another session holds.
+        watched = sorted(taken | set(held))
+        retry: set[str] = set()
+        for bundle, stat in self._pipelined(watched, self._watch_owner):
+            if isinstance(stat, Exception):
+                raise stat
+            ours = stat is not None and stat.ephemeralOwner == self._store.session_id
+            if ours and bundle not in self.owned:
+                self._serve(_with({bundle}))  # held by this very session (a resync)
+            elif not ours:
+                if bundle in taken:
+                    self._serve(_without({bundle}))
+                if stat is None:
+                    retry.add(bundle)  # let go between our create and our look: try again now
+        if retry:
+            with self._lock:
+                self._dirty_owner |= retry
+            self._wake()
+
+    def _watch_owner(self, bundle: str) -> Any:
+        return self._store.client.exists_async(P.ownership_path(bundle), watch=self._on_owner)
+
+    def _ensure_parents(self, bundles: list[str]) -> None:
+        parents = sorted({P.parent(P.ownership_path(b)) for b in bundles})
+        client = self._store.client
+        for parent, stat in self._pipelined(parents, client.exists_async):
+            if stat is None:
+                self.requests += 1
+                with translated():
+                    client.ensure_path(parent)
+
+    def _pipelined(self, keys: Sequence[str], start: Callable[[str], Any]) -> list[tuple[str, Any]]:
+        """``start(key)`` (one async request) for each key, at most PIPELINE in flight; each key with
+        its result, or with the NoNode / NodeExists / BadVersion error it ended with."""
+        out: list[tuple[str, Any]] = []
+        timeout = max(self._store.session_timeout_s, 1.0) * 2
+        with translated():
+            for first in range(0, len(keys), PIPELINE):
+                chunk = [(key, start(key)) for key in keys[first : first + PIPELINE]]
+                self.requests += len(chunk)
+                for key, pending in chunk:
+                    try:
+                        out.append((key, pending.get(timeout=timeout)))
+                    except (NoNodeError, NodeExistsError, BadVersionError) as e:
+                        out.append((key, e))
+        return out
