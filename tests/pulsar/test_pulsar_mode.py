@@ -7,17 +7,21 @@ Python client and count failed sends and publish gaps across every move.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from service.pulsar.admin import PulsarAdmin
 from service.pulsar.cluster import PulsarCluster
 from service.pulsar.workload import Workload, topics_for_bundles
 from tests.pulsar.conftest import ROOT, Serve, wait_for
+from tests.timing import scaled
 
 RATE = 120.0  # messages/s per topic; 16 topics on one broker is ~2,000 msg/s
 
@@ -258,3 +262,56 @@ def test_leader_failover_while_the_brokers_run(
     done = cli("config", "set", "loadBalancerSheddingGracePeriodMinutes=9", "--url", follower.url)
     assert done.returncode == 0, done.stdout + done.stderr
     assert follower.http.get("/config").json()["values"]["loadBalancerSheddingGracePeriodMinutes"] == 9
+
+
+def test_ctrl_c_to_the_launchers_group_leaves_nothing_behind(tmp_path: Path) -> None:
+    """``loadmgr pulsar-cluster`` in its own process group, as a terminal runs it; Ctrl-C goes to the
+    whole group (the JVMs too). Afterwards no process of it is left, its data directory is gone and
+    its cgroups are removed."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "service", "pulsar-cluster", "--brokers", "1", "--heap-mb", "256"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    assert proc.stdout is not None
+    deadline = time.monotonic() + scaled(180)
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "Ctrl-C stops everything" in line:
+            break
+    out = "".join(lines)
+    assert "Ctrl-C stops everything" in out, out
+    data_dirs = list(tmp_path.glob("loadmgr-pulsar-*"))
+    assert len(data_dirs) == 1, data_dirs
+    pids = _descendants(proc.pid)
+    assert len(pids) >= 3, pids  # ZooKeeper, bookie, broker at least
+    os.killpg(proc.pid, signal.SIGINT)
+    rest, _ = proc.communicate(timeout=scaled(90))
+    assert proc.returncode == 0, out + rest
+    assert "pulsar cluster stopped" in rest, rest
+    wait_for(lambda: not [p for p in pids if Path(f"/proc/{p}").exists()], 30, "every JVM gone")
+    assert not data_dirs[0].exists()
+    assert not list(tmp_path.glob("loadmgr-zk-*"))  # the embedded ZooKeeper's own directory
+    assert not list(Path("/sys/fs/cgroup/cpu").glob(f"loadmgr-{proc.pid}-*"))
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                kids = [int(x) for x in (task / "children").read_text().split()]
+                found += kids
+                todo += kids
+    return found
