@@ -20,13 +20,23 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from balancer.config import LoadBalancerConfig
 from balancer.errors import ConfigError
+from balancer.explain import explain
+from balancer.placement.base import PlacementStrategy
+from balancer.placement.registry import create_placement
+from balancer.shedding.base import LoadSheddingStrategy
+from balancer.shedding.registry import create_shedder
 from service.errors import StaleWrite
+from service.leader.clock import now_ms
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import Versioned, ZkStore
+
+if TYPE_CHECKING:
+    from service.leader.cluster_view import DecisionLog
+    from service.leader.election import LeaderElection
 
 log = logging.getLogger(__name__)
 
@@ -149,3 +159,87 @@ class DynamicConfig:
             except StaleWrite:
                 continue  # the node changed under us, or the epoch moved on (then every retry fails too)
         raise StaleWrite(f"{P.LOADMGR_CONFIG} kept changing; the update was not written")
+
+
+def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
+    shedder = create_shedder(config.loadBalancerLoadSheddingStrategy)
+    return shedder, create_placement(config.loadBalancerLoadPlacementStrategy, shedder=shedder)
+
+
+class ConfigUpdates:
+    """``update_config`` and the watch's ``_apply_dynamic``: a mixin of
+    :class:`service.leader.service.LoadManagerService`, whose state it reads and replaces."""
+
+    if TYPE_CHECKING:
+        _lock: threading.RLock
+        _config: LoadBalancerConfig
+        _base_config: LoadBalancerConfig
+        _shedder: LoadSheddingStrategy
+        _placement: PlacementStrategy
+        _dynamic: DynamicConfig
+        _decisions: DecisionLog
+        _started: bool
+        election: LeaderElection
+        pulsar_mode: bool
+
+        def _require_leader(self) -> None: ...
+
+        def _schedule_jobs(self) -> None: ...
+
+        def wake_settings_check(self) -> None: ...
+
+    def update_config(self, updates: Mapping[str, Any], principal: str | None = None) -> LoadBalancerConfig:
+        """Change dynamic keys cluster-wide: validated (ConfigError for unknown, static or out-of-range
+        ones, nothing written then), persisted by the leader in ``/loadmgr/config`` and applied by every
+        instance from its watch, so the change survives restarts and failover. A follower raises
+        NotLeader (the REST layer forwards the call to the leader)."""
+        self._config.with_updates(dict(updates), dynamic_only=True)  # a bad value is refused anywhere
+        make_strategies(self._config.with_updates(dict(updates), dynamic_only=True))
+        self._require_leader()
+        with self._lock:
+            new = effective(
+                self._base_config, self._dynamic.pulsar, {**self._dynamic.ours, **updates}, self.pulsar_mode
+            )
+            make_strategies(new)  # an unknown strategy raises before anything is written
+            self._dynamic.persist(updates, self.election.fence(), principal, now_ms())
+            self._set_config(new)
+            why = explain(
+                "config_update",
+                f"dynamic configuration changed: {', '.join(sorted(updates))}",
+                principal=principal,
+            )
+            self._decisions.add(now_ms(), "manual", why, principal=principal)
+        return new
+
+    def _apply_dynamic(self, pulsar: dict[str, str], ours: dict[str, str]) -> None:
+        """A watch saw ``/admin/configuration`` or ``/loadmgr/config`` change: recompute and apply."""
+        self.wake_settings_check()
+
+        def bad(source: str, key: str, reason: str) -> None:
+            log.warning("dynamic configuration %s: %s ignored: %s", source, key, reason)
+
+        with self._lock:
+            new = effective(self._base_config, pulsar, ours, self.pulsar_mode, bad)
+            if new != self._config:
+                self._set_config(new)
+                log.info("dynamic configuration applied (%d key(s) set)", len(ours) + len(pulsar))
+
+    def _set_config(self, new: LoadBalancerConfig) -> None:
+        """Install ``new`` (under the lock): strategies and jobs follow; all or nothing."""
+        old = self._config
+        strategies = (self._shedder, self._placement)
+        if (new.loadBalancerLoadSheddingStrategy, new.loadBalancerLoadPlacementStrategy) != (
+            old.loadBalancerLoadSheddingStrategy,
+            old.loadBalancerLoadPlacementStrategy,
+        ):
+            strategies = make_strategies(new)
+        self._config = new
+        try:
+            if self._started:
+                self._schedule_jobs()
+        except Exception:
+            self._config = old
+            if self._started:
+                self._schedule_jobs()
+            raise
+        self._shedder, self._placement = strategies

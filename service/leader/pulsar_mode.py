@@ -16,8 +16,10 @@ decisions and metrics) without unloading or splitting.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from balancer.errors import PreconditionFailed
@@ -74,7 +76,11 @@ class PulsarMode:
         store: ZkStore
         metrics: MetricsSink
 
+        _last_cycle_ok: float | None
+
         def is_leader(self) -> bool: ...
+
+        def _publish_view(self) -> Any: ...
 
     pulsar_mode: bool = False
     pulsar_admin: PulsarAdmin | None = None
@@ -187,3 +193,17 @@ class PulsarMode:
             return self.pulsar_admin.lookup(topic)
         except ExecutorError as e:
             raise ServiceError(f"Pulsar's lookup of {topic} failed: {e}") from None
+
+    def _pulsar_may_run(self, name: str) -> bool:
+        """Pulsar mode: Pulsar's leader broker writes bundle data; shedding and splits wait until
+        the brokers' own are known to be off (dry-run beside them publishes the view only)."""
+        if name == "bundle-data":
+            return False
+        if self.pulsar_acting():
+            return True
+        if name == "shedding":
+            with contextlib.suppress(ServiceError):
+                self._publish_view()
+            if self.settings.pulsar_beside_brokers:
+                self._last_cycle_ok = time.monotonic()  # deciding in dry-run is this leader's work now
+        return False

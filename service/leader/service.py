@@ -18,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from balancer.bundles import NamespaceBundles
@@ -26,13 +26,11 @@ from balancer.config import LoadBalancerConfig
 from balancer.cycle import CyclePlan, plan_shedding_cycle
 from balancer.explain import explain
 from balancer.placement.base import PlacementStrategy
-from balancer.placement.registry import create_placement
 from balancer.shedding.base import LoadSheddingStrategy
-from balancer.shedding.registry import create_shedder
 from service.errors import ServiceError, StoreUnavailable
 from service.leader.clock import now_ms
 from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
-from service.leader.dynamic_config import DynamicConfig, effective
+from service.leader.dynamic_config import ConfigUpdates, DynamicConfig, make_strategies
 from service.leader.election import LeaderElection
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.identity import LeaderIdentity
@@ -52,12 +50,7 @@ from service.zookeeper.session.validate import path_kind
 log = logging.getLogger(__name__)
 
 
-def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
-    shedder = create_shedder(config.loadBalancerLoadSheddingStrategy)
-    return shedder, create_placement(config.loadBalancerLoadPlacementStrategy, shedder=shedder)
-
-
-class LoadManagerService(Readiness, ManualOperations, PulsarMode):
+class LoadManagerService(Readiness, ManualOperations, PulsarMode, ConfigUpdates):
     """One load-manager instance. ``start()`` connects and campaigns; ``stop()`` steps down and closes.
 
     ``executor`` defaults to the ZooKeeper-native one, or in Pulsar mode (``settings.mode``) to
@@ -190,62 +183,6 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode):
     def config(self) -> LoadBalancerConfig:
         return self._config
 
-    def update_config(self, updates: Mapping[str, Any], principal: str | None = None) -> LoadBalancerConfig:
-        """Change dynamic keys cluster-wide: validated (ConfigError for unknown, static or out-of-range
-        ones, nothing written then), persisted by the leader in ``/loadmgr/config`` and applied by every
-        instance from its watch, so the change survives restarts and failover. A follower raises
-        NotLeader (the REST layer forwards the call to the leader)."""
-        self._config.with_updates(dict(updates), dynamic_only=True)  # a bad value is refused anywhere
-        make_strategies(self._config.with_updates(dict(updates), dynamic_only=True))
-        self._require_leader()
-        with self._lock:
-            new = effective(
-                self._base_config, self._dynamic.pulsar, {**self._dynamic.ours, **updates}, self.pulsar_mode
-            )
-            make_strategies(new)  # an unknown strategy raises before anything is written
-            self._dynamic.persist(updates, self.election.fence(), principal, now_ms())
-            self._set_config(new)
-            why = explain(
-                "config_update",
-                f"dynamic configuration changed: {', '.join(sorted(updates))}",
-                principal=principal,
-            )
-            self._decisions.add(now_ms(), "manual", why, principal=principal)
-        return new
-
-    def _apply_dynamic(self, pulsar: dict[str, str], ours: dict[str, str]) -> None:
-        """A watch saw ``/admin/configuration`` or ``/loadmgr/config`` change: recompute and apply."""
-        self.wake_settings_check()
-
-        def bad(source: str, key: str, reason: str) -> None:
-            log.warning("dynamic configuration %s: %s ignored: %s", source, key, reason)
-
-        with self._lock:
-            new = effective(self._base_config, pulsar, ours, self.pulsar_mode, bad)
-            if new != self._config:
-                self._set_config(new)
-                log.info("dynamic configuration applied (%d key(s) set)", len(ours) + len(pulsar))
-
-    def _set_config(self, new: LoadBalancerConfig) -> None:
-        """Install ``new`` (under the lock): strategies and jobs follow; all or nothing."""
-        old = self._config
-        strategies = (self._shedder, self._placement)
-        if (new.loadBalancerLoadSheddingStrategy, new.loadBalancerLoadPlacementStrategy) != (
-            old.loadBalancerLoadSheddingStrategy,
-            old.loadBalancerLoadPlacementStrategy,
-        ):
-            strategies = make_strategies(new)
-        self._config = new
-        try:
-            if self._started:
-                self._schedule_jobs()
-        except Exception:
-            self._config = old
-            if self._started:
-                self._schedule_jobs()
-            raise
-        self._shedder, self._placement = strategies
-
     # ---- scheduling --------------------------------------------------------------------------------
     def _schedule_jobs(self) -> None:
         funcs: dict[str, Callable[[], Any]] = {
@@ -317,20 +254,6 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode):
             yield
         finally:
             self._lock.acquire()
-
-    def _pulsar_may_run(self, name: str) -> bool:
-        """Pulsar mode: Pulsar's leader broker writes bundle data; shedding and splits wait until
-        the brokers' own are known to be off (dry-run beside them publishes the view only)."""
-        if name == "bundle-data":
-            return False
-        if self.pulsar_acting():
-            return True
-        if name == "shedding":
-            with contextlib.suppress(ServiceError):
-                self._publish_view()
-            if self.settings.pulsar_beside_brokers:
-                self._last_cycle_ok = time.monotonic()  # deciding in dry-run is this leader's work now
-        return False
 
     def _publish_leader_state(self) -> None:
         """Copies of what the API shows from the leader's memory, taken under the lock (cheap), so

@@ -25,7 +25,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -33,17 +32,24 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import httpx
 
+from service.pulsar.processes import (
+    CGROUP_ROOT,
+    cgroups_writable,
+    in_cgroup,
+    terminate,
+    wait_port,
+    write_properties,
+)
 from service.pulsar.runtime import PulsarLaunchError, find_pulsar_lib, java_or_fail, jvm_command
 from service.zookeeper.server.launcher import EmbeddedZooKeeper
 from service.zookeeper.server.process import die_with_parent_prefix, free_port
 
 log = logging.getLogger(__name__)
 
-CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 # Intervals shortened so a test or a bench sees load within seconds (Pulsar's defaults: stats every
 # 60 s, reports at most every 15 min). The host-usage check (CPU, NIC) cannot go below 1 minute.
@@ -159,7 +165,7 @@ class PulsarCluster:
         self._java = java_or_fail()
         self._tmp = Path(tempfile.mkdtemp(prefix="loadmgr-pulsar-", dir=self.base_dir))
         atexit.register(self.stop)
-        self.cgroups = _cgroups_writable()
+        self.cgroups = cgroups_writable()
         if self.broker_cpus is not None and not self.cgroups:
             raise PulsarLaunchError("broker CPU quotas need a writable cgroup v1 cpu/cpuacct hierarchy")
         try:
@@ -194,7 +200,7 @@ class PulsarCluster:
 
     def stop_broker(self, broker: BrokerProcess, kill: bool = False) -> None:
         if broker.proc is not None:
-            _terminate(broker.proc, 0.0 if kill else 20.0)
+            terminate(broker.proc, 0.0 if kill else 20.0)
         self._remove_cgroup(broker)
 
     def stop(self) -> None:
@@ -204,7 +210,7 @@ class PulsarCluster:
             with contextlib.suppress(Exception):
                 self.stop_broker(b)
         if self._bookie is not None:
-            _terminate(self._bookie, 10.0)
+            terminate(self._bookie, 10.0)
             self._bookie = None
         if self._zk is not None:
             self._zk.stop()
@@ -270,7 +276,7 @@ class PulsarCluster:
         try:
             rc = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
-            _terminate(proc, 0)
+            terminate(proc, 0)
             raise PulsarLaunchError("PulsarClusterMetadataSetup did not finish in 120 s") from None
         if rc != 0:
             tail = (self.data_dir / "metadata-setup.log").read_text(errors="replace")[-2000:]
@@ -281,7 +287,7 @@ class PulsarCluster:
         self.bookie_port = free_port()
         bk = self.data_dir / "bookie"
         conf = self.data_dir / "bookkeeper.conf"
-        _write_properties(
+        write_properties(
             conf,
             {
                 "bookiePort": str(self.bookie_port),
@@ -306,7 +312,7 @@ class PulsarCluster:
         self._bookie = self._run_java(
             "org.apache.bookkeeper.server.Main", ["--conf", str(conf)], "bookie", self.bookie_heap_mb, 256
         )
-        _wait_port(
+        wait_port(
             self.bookie_port, time.monotonic() + 90, self._bookie, "bookie", self.data_dir / "bookie.log"
         )
 
@@ -337,7 +343,7 @@ class PulsarCluster:
             }
         )
         settings.update(self.broker_settings)
-        _write_properties(b.conf, settings)
+        write_properties(b.conf, settings)
         cmd = jvm_command(
             self._java,
             self._lib,
@@ -349,7 +355,7 @@ class PulsarCluster:
         cmd += ["--broker-conf", str(b.conf)]
         if self.cgroups:
             b.cgroup = f"loadmgr-{os.getpid()}-{b.web_port}"
-            cmd = _in_cgroup(b.cgroup, cpus) + cmd
+            cmd = in_cgroup(b.cgroup, cpus) + cmd
         out = open(b.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._logs.append(out)
         b.proc = subprocess.Popen(
@@ -385,59 +391,3 @@ class PulsarCluster:
             with contextlib.suppress(OSError):
                 (CGROUP_ROOT / ctl / b.cgroup).rmdir()
         b.cgroup = None
-
-
-def _cgroups_writable() -> bool:
-    if os.environ.get("LOADMGR_PULSAR_CGROUPS", "1") == "0":
-        return False
-    return all(
-        os.access(CGROUP_ROOT / ctl, os.W_OK) and (CGROUP_ROOT / ctl / "cgroup.procs").exists()
-        for ctl in ("cpu", "cpuacct")
-    )
-
-
-def _in_cgroup(name: str, cpus: float | None) -> list[str]:
-    """A shell prefix that moves itself into cpu and cpuacct cgroup ``name`` and execs the command,
-    so the JVM starts inside it (the JVM reads its container's CPU limits and usage at start)."""
-    for ctl in ("cpu", "cpuacct"):
-        (CGROUP_ROOT / ctl / name).mkdir(exist_ok=True)
-    if cpus is not None:
-        period = 100_000
-        (CGROUP_ROOT / "cpu" / name / "cpu.cfs_period_us").write_text(str(period))
-        (CGROUP_ROOT / "cpu" / name / "cpu.cfs_quota_us").write_text(str(int(cpus * period)))
-    procs = " ".join(str(CGROUP_ROOT / ctl / name / "cgroup.procs") for ctl in ("cpu", "cpuacct"))
-    return ["sh", "-c", f'for f in {procs}; do echo $$ > "$f"; done; exec "$@"', "sh"]
-
-
-def _write_properties(path: Path, values: Mapping[str, str]) -> None:
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
-
-
-def _wait_port(port: int, deadline: float, proc: subprocess.Popen[bytes], name: str, log_path: Path) -> None:
-    import socket
-
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-2000:]
-            raise PulsarLaunchError(f"{name} exited {proc.returncode}:\n{tail}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return
-        time.sleep(0.3)
-    raise PulsarLaunchError(f"{name} did not listen on 127.0.0.1:{port} in time")
-
-
-def _terminate(proc: subprocess.Popen[Any], grace: float) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGCONT)
-        if grace > 0:
-            proc.terminate()
-        else:
-            proc.kill()
-    try:
-        proc.wait(timeout=max(grace, 1.0))
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        proc.wait(timeout=10)

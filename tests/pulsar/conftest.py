@@ -55,10 +55,10 @@ def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarC
         import pulsar  # noqa: F401
     except ImportError as e:
         pytest.fail(f"pulsar-client is not installed ({e}); `make setup` installs it")
-    from service.pulsar.cluster import _cgroups_writable
+    from service.pulsar.processes import cgroups_writable
 
     # A CPU quota per broker makes the CPU each reports its own and large enough to matter.
-    cpus = [0.4, 0.4, 0.4] if _cgroups_writable() else None
+    cpus = [0.4, 0.4, 0.4] if cgroups_writable() else None
     cluster = PulsarCluster(
         brokers_count=3,
         broker_cpus=cpus,
