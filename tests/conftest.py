@@ -27,6 +27,7 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from service.zookeeper.server.launcher import EmbeddedZooKeeper, four_letter_word  # noqa: E402
+from tests.timing import time_factor  # noqa: E402
 
 # A demo started by a test records its addresses where CLI verbs look (service/demo/state.py): never in
 # the user's ~/.loadmgr, where a demo they run by hand keeps its own; and no CLI call of a test finds
@@ -230,3 +231,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return _LONGEST_FIRST.index(path) if path in _LONGEST_FIRST else len(_LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: the order within and among the other modules is kept
+    _scale_timeouts(items)
+
+
+def _scale_timeouts(items: list[pytest.Item]) -> None:
+    """pytest-timeout's limits (``timeout`` in pyproject.toml, or a test's own ``timeout`` mark) are
+    budgets for a quiet machine: each test gets its limit times :func:`tests.timing.time_factor`,
+    taken at collection, so a loaded machine stretches the limit instead of failing the test."""
+    factor = time_factor()
+    if factor == 1.0:
+        return
+    try:
+        base = float(items[0].config.getini("timeout") or 0) if items else 0.0
+    except (ValueError, KeyError):
+        base = 0.0
+    for item in items:
+        mark = item.get_closest_marker("timeout")
+        seconds = float(mark.args[0]) if mark is not None and mark.args else base
+        if seconds > 0:
+            item.add_marker(pytest.mark.timeout(seconds * factor), append=False)  # the closest wins

@@ -32,6 +32,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from service.errors import ServiceError
 from service.leader.identity import LeaderIdentity
 from service.zookeeper import paths as P
+from service.zookeeper.metadata.leader_node import read_leader_node
 from service.zookeeper.metadata.store import Versioned, ZkStore, translated
 from service.zookeeper.session.nodes import SHUTDOWN_CALL_TIMEOUT_S
 
@@ -125,7 +126,7 @@ class LeaderElection:
     def verified_leader(self) -> tuple[str | None, str, dict[str, Any] | None]:
         """``(url, why not, node)``: the leader's URL when its node verifies against the session that
         owns it and the current epoch (see :mod:`service.leader.identity`), else None and the reason."""
-        node = self._store.read_leader_node(self.path)
+        node = read_leader_node(self._store, self.path)
         if node is None:
             return None, "no leader node", None
         url, why = self.identity.verify(node.info, node.owner_session, node.epoch)

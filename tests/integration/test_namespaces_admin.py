@@ -39,9 +39,9 @@ def test_create_policies_list_delete(
     )
     assert run(h, "create", "pay/us", "--bundles", "2", "--cluster", "c1") == 0
     assert run(h, "create", "pay/us", "--cluster", "c1") == 1  # exists: one clear error, no traceback
-    assert "already exists" in capsys.readouterr().out
+    assert "already exists" in capsys.readouterr().err
     assert run(h, "create", "no-tenant", "--cluster", "c1") == 1
-    assert "namespace='no-tenant'" in capsys.readouterr().out
+    assert "namespace='no-tenant'" in capsys.readouterr().err
 
     # Pulsar's shapes: TenantInfo, Policies and LocalPolicies with the layout and the group.
     assert store.get_json("/admin/policies/pay").value == {"adminRoles": [], "allowedClusters": ["c1"]}
@@ -55,7 +55,7 @@ def test_create_policies_list_delete(
         == 0
     )
     assert run(h, "policies", "pay/us", "--isolation-policy", "bad", "--primary", "(", "--cluster", "c1") == 1
-    assert "bad regex" in capsys.readouterr().out
+    assert "bad regex" in capsys.readouterr().err
     store.put_json(P.join(P.CLUSTERS, "c1"), {"serviceUrl": "http://b-1:8080"})
     found = read_placement_policies(store, "", store.namespaces())
     assert found.cluster == "c1"
@@ -74,7 +74,7 @@ def test_create_policies_list_delete(
     assert run(h, "delete", "pay/us") == 0
     assert store.namespaces() == ["pay/eu"] and store.get_json("/admin/policies/pay/us") is None
     assert run(h, "delete", "pay/us") == 1
-    assert "namespace pay/us does not exist" in capsys.readouterr().out
+    assert "namespace pay/us does not exist" in capsys.readouterr().err
 
 
 def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kazoo.exceptions import NoNodeError
@@ -48,15 +47,6 @@ PERSISTENT_OWNER_REASON = "persistent ownership node: an owner holds an ephemera
 
 log = logging.getLogger(__name__)
 __all__ = ["Assignment", "Owner", "Versioned", "ZkStore", "translated"]
-
-
-@dataclass(frozen=True)
-class LeaderNode:
-    """The leader node's JSON (None: not a JSON object), its owner session, the current epoch."""
-
-    info: dict[str, Any] | None
-    owner_session: int
-    epoch: int | None
 
 
 class ZkStore(JsonZk):
@@ -366,20 +356,6 @@ class ZkStore(JsonZk):
         return {"broker": a.broker, "source": a.source, "reason": a.reason, "time": a.time_ms}
 
     # ---- leader epoch (fencing) ---------------------------------------------------------------------
-    def read_leader_node(self, path: str = P.LEADER) -> LeaderNode | None:
-        """The leader node (``/loadbalance/leader``, or ``/loadmgr/leader`` in Pulsar mode) with what
-        its signature must match: the session that owns the ephemeral node and the current leader
-        epoch (the version of ``/loadmgr/leader-epoch``)."""
-        with translated():
-            try:
-                raw, stat = self.client.get(path)
-            except NoNodeError:
-                return None
-            epoch = self.client.exists(P.LEADER_EPOCH)
-        got = self._json(path, raw, stat)
-        value = got.value if got is not None and isinstance(got.value, dict) else None
-        return LeaderNode(value, int(stat.ephemeralOwner), None if epoch is None else int(epoch.version))
-
     def bump_epoch(self, leader_id: str) -> Versioned[str]:
         """Called by a new leader before it acts: every write of an older leader fenced on the epoch fails."""
         with translated():
