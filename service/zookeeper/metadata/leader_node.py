@@ -1,6 +1,7 @@
 """The leader node (``/loadbalance/leader``; ``/loadmgr/leader`` in Pulsar mode) read with what its
-signature must match (:mod:`service.leader.identity`): the session that owns the ephemeral node (its ``Stat.ephemeralOwner``) and the current leader epoch
-(the version of ``/loadmgr/leader-epoch``). A follower checks both before it forwards a request."""
+signature must match (:mod:`service.leader.identity`): the session that owns the ephemeral node
+(its ``Stat.ephemeralOwner``) and the current leader epoch (the version of ``/loadmgr/leader-epoch``).
+A follower checks both before it forwards a request."""
 
 from __future__ import annotations
 
