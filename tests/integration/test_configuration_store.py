@@ -16,6 +16,7 @@ from balancer.bundles import NamespaceBundles
 from service.leader.load_view import LoadView
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import ZkStore
+from tests.integration.conftest import wait_for
 from tests.integration.test_policies_live import CLUSTER, ISO_NS, write_pulsar_nodes
 
 pytestmark = pytest.mark.integration
@@ -59,7 +60,11 @@ def test_policies_and_layouts_come_from_the_configuration_store(
         assert plain.policies.isolation_policies == [] and only_in_config not in plain.layouts
         # A change in the configuration store reaches the next snapshot through its watches.
         config.client.delete(P.join(P.TENANT_POLICIES, only_in_config))
-        assert only_in_config not in view.snapshot(local, 1, bundle_data=True).layouts
+        wait_for(
+            lambda: only_in_config not in view.snapshot(local, 1, bundle_data=True).layouts,
+            30,
+            what="the deletion seen through the configuration store's watch",
+        )
     finally:
         local.stop()
         config.stop()

@@ -38,9 +38,10 @@ def test_create_policies_list_delete(
         run(h, "create", "pay/eu", "--bundles", "8", "--cluster", "c1", "--anti-affinity-group", "pay") == 0
     )
     assert run(h, "create", "pay/us", "--bundles", "2", "--cluster", "c1") == 0
-    assert run(h, "create", "pay/us", "--cluster", "c1") == 1  # exists: one clear error, no traceback
+    # The caller's mistakes exit 2, as every verb (issue 34): one clear error, no traceback.
+    assert run(h, "create", "pay/us", "--cluster", "c1") == 2  # exists
     assert "already exists" in capsys.readouterr().err
-    assert run(h, "create", "no-tenant", "--cluster", "c1") == 1
+    assert run(h, "create", "no-tenant", "--cluster", "c1") == 2
     assert "namespace='no-tenant'" in capsys.readouterr().err
 
     # Pulsar's shapes: TenantInfo, Policies and LocalPolicies with the layout and the group.
@@ -54,7 +55,7 @@ def test_create_policies_list_delete(
         run(h, "policies", "pay/us", "--isolation-policy", "iso", "--primary", "b-[12]", "--cluster", "c1")
         == 0
     )
-    assert run(h, "policies", "pay/us", "--isolation-policy", "bad", "--primary", "(", "--cluster", "c1") == 1
+    assert run(h, "policies", "pay/us", "--isolation-policy", "bad", "--primary", "(", "--cluster", "c1") == 2
     assert "bad regex" in capsys.readouterr().err
     store.put_json(P.join(P.CLUSTERS, "c1"), {"serviceUrl": "http://b-1:8080"})
     found = read_placement_policies(store, "", store.namespaces())
@@ -67,13 +68,14 @@ def test_create_policies_list_delete(
     capsys.readouterr()
     assert run(h, "list") == 0
     out = capsys.readouterr().out
-    assert "pay/eu  bundles=8  antiAffinityGroup=pay" in out and "pay/us  bundles=2" in out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("pay/")}
+    assert rows["pay/eu"] == ["8", "pay"] and rows["pay/us"][0] == "2", out  # the table (issue 34)
 
     assert run(h, "policies", "pay/us", "--no-anti-affinity-group") == 0
     assert "namespaceAntiAffinityGroup" not in store.get_json(P.policies_path("pay/us")).value
     assert run(h, "delete", "pay/us") == 0
     assert store.namespaces() == ["pay/eu"] and store.get_json("/admin/policies/pay/us") is None
-    assert run(h, "delete", "pay/us") == 1
+    assert run(h, "delete", "pay/us") == 2
     assert "namespace pay/us does not exist" in capsys.readouterr().err
 
 

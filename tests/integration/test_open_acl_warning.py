@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
-from service.zookeeper import nodes
 from service.zookeeper.metadata.store import ZkStore
+from service.zookeeper.session import nodes
 
 pytestmark = pytest.mark.integration
 

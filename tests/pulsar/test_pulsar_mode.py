@@ -17,11 +17,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from service.pulsar.admin import PulsarAdmin
 from service.pulsar.cluster import PulsarCluster
 from service.pulsar.workload import Workload, topics_for_bundles
 from tests.pulsar.conftest import ROOT, Serve, wait_for
 from tests.timing import scaled
+
+# Budgets for a quiet machine (tests/conftest.py stretches them with the load): a cluster's moves take
+# minutes, not pyproject's 300 s default.
+pytestmark = pytest.mark.timeout(600)
 
 RATE = 120.0  # messages/s per topic; 16 topics on one broker is ~2,000 msg/s
 
