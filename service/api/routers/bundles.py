@@ -28,7 +28,7 @@ _MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
 @router.get(
     "",
     response_model=list[BundleSummary],
-    responses=links.response(links.BUNDLE_LIST),
+    responses={**links.response(links.BUNDLE_LIST), 422: {"model": ErrorBody}},
     summary="List bundles, optionally by namespace or broker",
 )
 def list_bundles(

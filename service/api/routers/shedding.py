@@ -34,6 +34,7 @@ def dry_run(service: ServiceDep) -> dict[str, Any]:
 @router.get(
     "/decisions",
     response_model=DecisionList,
+    responses={422: {"model": ErrorBody}},  # a bad filter, limit or cursor
     summary="Recent shedding, placement, split, manual and long-term adoption decisions",
 )
 def decisions(
