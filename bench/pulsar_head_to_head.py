@@ -137,7 +137,7 @@ class Sampler(threading.Thread):
                 r = self.admin.load_report(b.web_url)
                 out[b.broker_id] = {
                     k: float((r.get(k) or {}).get("usage", -1.0))
-                    for k in ("cpu", "memory", "bandwidthIn", "bandwidthOut")
+                    for k in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
                 } | {
                     "cpuLimit": float((r.get("cpu") or {}).get("limit", -1.0)),
                     "memoryLimit": float((r.get("memory") or {}).get("limit", -1.0)),
