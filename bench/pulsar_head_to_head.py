@@ -129,20 +129,52 @@ class Sampler(threading.Thread):
             self.stop_event.wait(max(0.0, self.every - (time.monotonic() - began)))
 
     def _usage(self) -> dict[str, dict[str, float]]:
+        """Each broker's resource usage in percent of its own limits: from its load report
+        (Modular), else from its ``pulsar_lb_*_usage`` gauges on /metrics (Extensible, whose
+        /broker-stats/load-report answers an error)."""
         out: dict[str, dict[str, float]] = {}
         for b in list(self.cluster.brokers):
             if not b.running:
                 continue
             with contextlib.suppress(Exception):
-                r = self.admin.load_report(b.web_url)
-                out[b.broker_id] = {
-                    k: float((r.get(k) or {}).get("usage", -1.0))
-                    for k in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
-                } | {
-                    "cpuLimit": float((r.get("cpu") or {}).get("limit", -1.0)),
-                    "memoryLimit": float((r.get("memory") or {}).get("limit", -1.0)),
-                }
+                out[b.broker_id] = _usage_of(self.admin.load_report(b.web_url))
+                continue
+            with contextlib.suppress(Exception):
+                text = self.admin.request("GET", "/metrics/", base=b.web_url).text
+                out[b.broker_id] = lb_gauges(text)
         return out
+
+
+USAGE_KEYS = ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+GAUGES = {
+    "pulsar_lb_cpu_usage": "cpu",
+    "pulsar_lb_memory_usage": "memory",
+    "pulsar_lb_directMemory_usage": "directMemory",
+    "pulsar_lb_bandwidth_in_usage": "bandwidthIn",
+    "pulsar_lb_bandwidth_out_usage": "bandwidthOut",
+}
+
+
+def _usage_of(report: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in USAGE_KEYS:
+        r = report.get(k) or {}
+        usage, limit = float(r.get("usage", -1.0)), float(r.get("limit", -1.0))
+        out[k] = 100.0 * usage / limit if limit > 0 else -1.0
+    out["cpuLimit"] = float((report.get("cpu") or {}).get("limit", -1.0))
+    return out
+
+
+def lb_gauges(text: str) -> dict[str, float]:
+    """Pulsar's load-balancing gauges (percent) from a broker's Prometheus text."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in GAUGES:
+            out[GAUGES[name]] = float(line.rsplit(" ", 1)[1])
+    if not out:
+        raise ValueError("no pulsar_lb_* gauges")
+    return out
 
 
 def _sum_key(doc: Any, key: str) -> float:
