@@ -419,7 +419,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("minutes since balancing was switched on")
     ax.set_ylabel("msg/s in (broker-stats/topics)")
     ax.set_title(f"{result['label']}: {len(result['moves'])} moves")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -447,6 +447,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cpus", type=positive, default=0.4, help="CPU quota per broker (cgroup)")
     p.add_argument("--parallel", type=int, default=1, help="contenders run at the same time")
     p.add_argument("--out", default="bench/results/head_to_head", help="directory for JSON, logs, plots")
+    p.add_argument(
+        "--report-only", action="store_true", help="table and plots from the JSON already in --out"
+    )
     p.add_argument("--one", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     names = [c.strip() for c in args.contenders.split(",") if c.strip()]
@@ -467,9 +470,15 @@ def main(argv: list[str] | None = None) -> None:
         result = run_one(args.one, args)
         (out / f"{args.one}.json").write_text(json.dumps(result), encoding="utf-8")
         return
+    if args.report_only:
+        results = [json.loads((out / f"{n}.json").read_text()) for n in args.names]
+        for r in results:
+            plot(r, out / f"{r['name']}.png")
+        print(table(results))
+        return
     uptime_start = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     print(f"start: {uptime_start}", flush=True)
-    forwarded = [a for a in (argv if argv is not None else sys.argv[1:])]
+    forwarded = list(argv if argv is not None else sys.argv[1:])
     began = time.monotonic()
     for i in range(0, len(args.names), args.parallel):
         batch = args.names[i : i + args.parallel]
