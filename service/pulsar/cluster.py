@@ -68,7 +68,8 @@ BROKER_DEFAULTS: dict[str, str] = {
     "loadBalancerReportUpdateThresholdPercentage": "5",
     "loadBalancerReportUpdateMaxIntervalMinutes": "1",
     "loadBalancerHostUsageCheckIntervalMinutes": "1",
-    # NIC speed cannot be read from loopback or veth devices; a fixed 1 Gbit/s keeps the figure finite.
+    # Loopback is not counted and the host's NIC speed is not readable here: a fixed 1 Gbit/s keeps
+    # the (host-wide, same for every broker) bandwidth figure finite.
     "loadBalancerOverrideBrokerNicSpeedGbps": "1",
     "defaultNumberOfNamespaceBundles": "4",
     "functionsWorkerEnabled": "false",
