@@ -38,10 +38,11 @@ def test_create_policies_list_delete(
         run(h, "create", "pay/eu", "--bundles", "8", "--cluster", "c1", "--anti-affinity-group", "pay") == 0
     )
     assert run(h, "create", "pay/us", "--bundles", "2", "--cluster", "c1") == 0
-    assert run(h, "create", "pay/us", "--cluster", "c1") == 1  # exists: one clear error, no traceback
-    assert "already exists" in capsys.readouterr().out
-    assert run(h, "create", "no-tenant", "--cluster", "c1") == 1
-    assert "namespace='no-tenant'" in capsys.readouterr().out
+    # exists: one clear error on stderr, no traceback, exit 2 (the caller's to fix, as argparse's)
+    assert run(h, "create", "pay/us", "--cluster", "c1") == 2
+    assert "already exists" in capsys.readouterr().err
+    assert run(h, "create", "no-tenant", "--cluster", "c1") == 2
+    assert "namespace='no-tenant'" in capsys.readouterr().err
 
     # Pulsar's shapes: TenantInfo, Policies and LocalPolicies with the layout and the group.
     assert store.get_json("/admin/policies/pay").value == {"adminRoles": [], "allowedClusters": ["c1"]}
@@ -54,8 +55,8 @@ def test_create_policies_list_delete(
         run(h, "policies", "pay/us", "--isolation-policy", "iso", "--primary", "b-[12]", "--cluster", "c1")
         == 0
     )
-    assert run(h, "policies", "pay/us", "--isolation-policy", "bad", "--primary", "(", "--cluster", "c1") == 1
-    assert "bad regex" in capsys.readouterr().out
+    assert run(h, "policies", "pay/us", "--isolation-policy", "bad", "--primary", "(", "--cluster", "c1") == 2
+    assert "bad regex" in capsys.readouterr().err
     store.put_json(P.join(P.CLUSTERS, "c1"), {"serviceUrl": "http://b-1:8080"})
     found = read_placement_policies(store, "", store.namespaces())
     assert found.cluster == "c1"
@@ -65,16 +66,20 @@ def test_create_policies_list_delete(
     assert iso.is_primary("b-2") and not iso.is_primary("b-3")
 
     capsys.readouterr()
+    assert run(h, "list", "-o", "json") == 0
+    rows = {r["namespace"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["pay/eu"]["bundles"] == 8 and rows["pay/eu"]["namespaceAntiAffinityGroup"] == "pay"
+    assert rows["pay/us"]["bundles"] == 2
     assert run(h, "list") == 0
-    out = capsys.readouterr().out
-    assert "pay/eu  bundles=8  antiAffinityGroup=pay" in out and "pay/us  bundles=2" in out
+    table = capsys.readouterr().out
+    assert "pay/eu" in table and "pay/us" in table and "antiAffinityGroup" in table
 
     assert run(h, "policies", "pay/us", "--no-anti-affinity-group") == 0
     assert "namespaceAntiAffinityGroup" not in store.get_json(P.policies_path("pay/us")).value
     assert run(h, "delete", "pay/us") == 0
     assert store.namespaces() == ["pay/eu"] and store.get_json("/admin/policies/pay/us") is None
-    assert run(h, "delete", "pay/us") == 1
-    assert "namespace pay/us does not exist" in capsys.readouterr().out
+    assert run(h, "delete", "pay/us") == 2
+    assert "namespace pay/us does not exist" in capsys.readouterr().err
 
 
 def test_rest_namespaces_write_the_same_nodes(store: ZkStore) -> None:
