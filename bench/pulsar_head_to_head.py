@@ -186,7 +186,7 @@ def _sum_key(doc: Any, key: str) -> float:
 
 
 def start_loadmgr(cluster: Any, out_dir: Path, name: str) -> subprocess.Popen[bytes]:
-    from service.zookeeper.process import free_port
+    from service.zookeeper.server.process import free_port
 
     port = free_port()
     env = {

@@ -151,7 +151,7 @@ def _flat(detail: Any) -> str:
     if isinstance(detail, dict):
         msg = detail.get("message") or detail.get("msg")
         rest = {k: v for k, v in detail.items() if k not in ("message", "msg")}
-        parts = [str(msg)] if msg else []
+        parts = [_flat(msg)] if msg else []
         parts += [f"{k}={_flat(v)}" for k, v in rest.items()]
         return "; ".join(parts)
     if isinstance(detail, list):

@@ -71,6 +71,13 @@ def register(sub: Any) -> None:
     p.add_argument("--master", help="Spark master (default local[*]; under spark-submit its own)")
     p.add_argument("--seed", type=int, default=1, help="Seed of the placement's randomness (default 1)")
     p.add_argument("--json", dest="json_out", metavar="FILE", help="Write the whole comparison as JSON")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="Print the tables (default) or the whole comparison as JSON or YAML on stdout",
+    )
     p.add_argument("--plots", metavar="DIR", help="Write one PNG per strategy: utilisation spread over time")
     p.set_defaults(func=_run)
 
@@ -110,6 +117,7 @@ class ReplayOptions:
     seed: int
     json_out: str | None
     plots: str | None
+    output: str = "table"
 
 
 def options_from_args(args: argparse.Namespace) -> ReplayOptions:
@@ -138,6 +146,7 @@ def options_from_args(args: argparse.Namespace) -> ReplayOptions:
         seed=args.seed,
         json_out=args.json_out,
         plots=args.plots,
+        output=getattr(args, "output", "table") or "table",
     )
 
 
@@ -231,7 +240,13 @@ def run(options: ReplayOptions, spark: Any = None) -> int:
             "extract_steps": data.steps,
         }
     )
-    print_table(comparison)
+    if options.output == "table":
+        print_table(comparison)
+    else:
+        from service.commands.output import dump
+        from service.commands.replay_output import finite
+
+        print(dump(finite(comparison), options.output))
     try:
         if options.json_out:
             write_json(comparison, options.json_out)

@@ -160,19 +160,21 @@ def decision_lines(c: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write_json(c: dict[str, Any], path: str) -> None:
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [clean(x) for x in v]
-        return v
+def finite(v: Any) -> Any:
+    """The comparison with every NaN or infinity as None (JSON and YAML have no such numbers)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: finite(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [finite(x) for x in v]
+    return v
 
+
+def write_json(c: dict[str, Any], path: str) -> None:
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(clean(c), indent=1))
+    out.write_text(json.dumps(finite(c), indent=1))
 
 
 def plot_name(strategy: str) -> str:

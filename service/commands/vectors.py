@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from balancer.vectors.runner import run_vector
+from service.commands.output import add_output_args, dump
 
 
 def register(sub: Any) -> None:
@@ -22,6 +23,7 @@ def register(sub: Any) -> None:
     run = vsub.add_parser("run", help="Run vector files (directories are searched for *.json)")
     run.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     run.add_argument("-q", "--quiet", action="store_true", help="Print only failing rounds and the total")
+    add_output_args(run)
     run.set_defaults(func=_run)
 
 
@@ -45,6 +47,8 @@ def vector_files(paths: list[str]) -> tuple[list[Path], list[str]]:
 def _run(args: argparse.Namespace) -> int:
     files, errors = vector_files(args.paths)
     passed = failed = 0
+    fmt = getattr(args, "output", "table") or "table"
+    rounds: list[dict[str, Any]] = []
     for f in files:
         try:
             data = json.loads(f.read_text(encoding="utf-8"))
@@ -59,11 +63,20 @@ def _run(args: argparse.Namespace) -> int:
                 passed += 1
             else:
                 failed += 1
-            if not (args.quiet and report.passed):
+            if fmt != "table":
+                if not (args.quiet and report.passed):
+                    rounds.append(
+                        {"vector": report.vector, "round": report.round, "passed": report.passed}
+                        | ({} if report.passed else {"diff": report.diff})
+                    )
+            elif not (args.quiet and report.passed):
                 print(report.line())
     for err in errors:
         print(f"ERROR {err}", file=sys.stderr)
-    print(f"{passed} passed, {failed} failed")
+    if fmt != "table":
+        print(dump({"passed": passed, "failed": failed, "errors": errors, "rounds": rounds}, fmt))
+    else:
+        print(f"{passed} passed, {failed} failed")
     if errors:
         return 2
     return 1 if failed else 0

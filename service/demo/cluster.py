@@ -335,6 +335,11 @@ class Demo:
                 agent.store.stop()
             self.agents.remove(agent)
 
+    @property
+    def zk_hosts(self) -> str:
+        """The embedded ZooKeeper's connection string ("" before start or after stop)."""
+        return str(self._zk.hosts) if self._zk is not None else ""
+
     # ---- watching -------------------------------------------------------------------------------
     def ownership_counts(self) -> dict[str, int]:
         view = self.service.view()

@@ -64,7 +64,9 @@ class LiveView:
         demo = self.demo
         view = demo.service.view()
         counts = demo.ownership_counts()
-        table = Table(title=f"loadmgr demo  {demo.url}  (Ctrl-C to stop)", expand=False)
+        zk = getattr(demo, "zk_hosts", "")
+        where = f"REST {demo.url}" + (f"  ZooKeeper {zk}" if zk else "")
+        table = Table(title=f"loadmgr demo  {where}  (Ctrl-C to stop)", expand=False)
         for name, justify in (
             ("broker", "left"),
             ("cpu %", "right"),

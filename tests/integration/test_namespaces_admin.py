@@ -38,8 +38,8 @@ def test_create_policies_list_delete(
         run(h, "create", "pay/eu", "--bundles", "8", "--cluster", "c1", "--anti-affinity-group", "pay") == 0
     )
     assert run(h, "create", "pay/us", "--bundles", "2", "--cluster", "c1") == 0
-    # The caller's mistakes exit 2, as every verb (issue 34): one clear error, no traceback.
-    assert run(h, "create", "pay/us", "--cluster", "c1") == 2  # exists
+    # exists: one clear error on stderr, no traceback, exit 2 (the caller's to fix, as argparse's)
+    assert run(h, "create", "pay/us", "--cluster", "c1") == 2
     assert "already exists" in capsys.readouterr().err
     assert run(h, "create", "no-tenant", "--cluster", "c1") == 2
     assert "namespace='no-tenant'" in capsys.readouterr().err
@@ -66,10 +66,13 @@ def test_create_policies_list_delete(
     assert iso.is_primary("b-2") and not iso.is_primary("b-3")
 
     capsys.readouterr()
+    assert run(h, "list", "-o", "json") == 0
+    rows = {r["namespace"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["pay/eu"]["bundles"] == 8 and rows["pay/eu"]["namespaceAntiAffinityGroup"] == "pay"
+    assert rows["pay/us"]["bundles"] == 2
     assert run(h, "list") == 0
-    out = capsys.readouterr().out
-    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("pay/")}
-    assert rows["pay/eu"] == ["8", "pay"] and rows["pay/us"][0] == "2", out  # the table (issue 34)
+    table = capsys.readouterr().out
+    assert "pay/eu" in table and "pay/us" in table and "antiAffinityGroup" in table
 
     assert run(h, "policies", "pay/us", "--no-anti-affinity-group") == 0
     assert "namespaceAntiAffinityGroup" not in store.get_json(P.policies_path("pay/us")).value

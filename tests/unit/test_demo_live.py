@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import re
+import time
 from types import SimpleNamespace
 
 from rich.console import Console
@@ -14,12 +16,17 @@ from service.demo.live import LiveView, sparkline
 class _Demo:
     def __init__(self) -> None:
         self.url = "http://127.0.0.1:1234"
+        self.zk_hosts = "127.0.0.1:2345"
         self.broker_ids = ["b1:8081", "b2:8082", "b3:8083"]
         self.balanced_after_s: float | None = None
         self.spread = 60.0
         self.fresh = ["shedding: ns/0x0_0x1 b1:8081 -> b2:8082  [overloaded] above the target"]
         self.brokers = {
-            "b1:8081": LocalBrokerData(cpu=ResourceUsage(usage=90, limit=100), msg_rate_in=12000),
+            "b1:8081": LocalBrokerData(
+                cpu=ResourceUsage(usage=90, limit=100),
+                msg_rate_in=12000,
+                last_update=int(time.time() * 1000) - 5000,
+            ),
             "b2:8082": LocalBrokerData(cpu=ResourceUsage(usage=30, limit=100)),
         }
         self.service = SimpleNamespace(view=lambda: SimpleNamespace(brokers=self.brokers))
@@ -60,6 +67,9 @@ def test_live_view_shows_brokers_moves_and_spread_history() -> None:
     assert "ns/0x0_0x1" not in text and "[overloaded]" in text and "(unowned) -> b2" in text
     assert "cpu spread  10.0 points (balanced)" in text and "balanced after 42 s" in text
     assert sparkline([60.0, 10.0]) in text
+    # Where the demo is (issue 34), and how old each report is: a live demo's reports stay young.
+    assert "REST http://127.0.0.1:1234" in text and "ZooKeeper 127.0.0.1:2345" in text
+    assert "report age" in text and re.search(r"\b[456] s\b", text), text
     view.note("demo stopping")
     assert "demo stopping" in _text(view)
 
