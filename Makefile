@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -W 'ignore:Editable installation:UserWarning' -m pip install --quiet -e '.[dev,spark,pulsar]'
+	$(PY) -W 'ignore:Editable installation:UserWarning' -m pip install --quiet -e '.[dev,spark,pulsar,oracle]'
 	@touch $(STAMP)
 
 check-java:

@@ -33,12 +33,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from balancer.sim.bounds import balance_bound  # noqa: E402
-from balancer.sim.engine import PAIRS, CycleState, SimResult, Simulation  # noqa: E402
+from balancer.sim.engine import PAIRS, SimResult  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
 from balancer.sim.family_claims import percentile, run_row  # noqa: E402
 from balancer.sim.metrics import last_disturbance  # noqa: E402
-from balancer.sim.model import Traffic  # noqa: E402
+from balancer.sim.plan_cost import Recording, judged  # noqa: E402
 
 BENCH = ROOT / "BENCHMARKS.md"
 HEADING = "## Cost claim against an oracle (issue 19)"
@@ -50,19 +49,6 @@ try:
     from scipy.sparse import lil_matrix
 except ImportError:  # pragma: no cover - told once, at start
     np = None  # type: ignore[assignment]
-
-
-class Recording(Simulation):
-    """The simulation, keeping each interval's bundle msg rates and who owned what before its moves."""
-
-    def __init__(self, *a: Any, **kw: Any) -> None:
-        super().__init__(*a, **kw)
-        self.seen: dict[int, tuple[dict[str, float], dict[str, str]]] = {}
-
-    def _traffic(self, k: int) -> dict[str, Traffic]:
-        t = super()._traffic(k)
-        self.seen[k] = ({b: x.rate for b, x in t.items()}, dict(self.cluster.owners))
-        return t
 
 
 def cheapest_plan(
@@ -105,38 +91,6 @@ def cheapest_plan(
         return None
     x = res.x[:-1].reshape(nb, nj)
     return {b: brokers[int(np.argmax(x[k]))] for k, b in enumerate(bundles)}, res.status == 0
-
-
-def judged(
-    start: CycleState, rates: dict[str, float], before: dict[str, str], after: dict[str, str]
-) -> float | None:
-    """moved / least at ``rates``, for the balance ``after`` has there (as ``family_claims._cost``)."""
-    cap = dict(zip(start.brokers, start.capacity, strict=True))
-    per: dict[str, list[float]] = {b: [] for b in start.brokers}
-    for b, o in before.items():
-        if o in per:
-            per[o].append(rates.get(b, 0.0))
-    state = CycleState(
-        cycle=start.cycle,
-        brokers=start.brokers,
-        capacity=start.capacity,
-        util=[0.0] * len(start.brokers),
-        msg_rate=[sum(per[b]) for b in start.brokers],
-        throughput=[0.0] * len(start.brokers),
-        unloads=0,
-        placements=0,
-        bundle_rates=[sorted(per[b], reverse=True) for b in start.brokers],
-    )
-    load = dict.fromkeys(start.brokers, 0.0)
-    for b, o in after.items():
-        if o in load:
-            load[o] += rates.get(b, 0.0)
-    norm = [load[b] / cap[b] for b in start.brokers]
-    moved = sum(rates.get(b, 0.0) for b, o in after.items() if before.get(b, o) != o)
-    if min(norm) <= 0 or moved <= 0:
-        return None
-    least = balance_bound(state, max(norm) / min(norm)).rate
-    return moved / least if least > 0 else None
 
 
 def one(job: tuple[str, int, float, float]) -> dict[str, Any] | None:

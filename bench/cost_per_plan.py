@@ -23,44 +23,24 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from cost_oracle import DEFAULT_FAMILIES, Recording, judged, median_p95  # noqa: E402
+from cost_oracle import DEFAULT_FAMILIES, median_p95  # noqa: E402
 
-from balancer.sim.engine import PAIRS, MoveRecord  # noqa: E402
+from balancer.sim.engine import PAIRS  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
 from balancer.sim.family_claims import run_row  # noqa: E402
-from balancer.sim.metrics import last_disturbance  # noqa: E402
+from balancer.sim.plan_cost import Recording, plan_costs  # noqa: E402
 
 
 def one(job: tuple[str, int]) -> dict[str, Any]:
     family, i = job
     sim = Recording(instance(family, i), PAIRS["BalancedShedder"], i)
     r = sim.run()
-    start = last_disturbance(r)
-    by_cycle: dict[int, list[MoveRecord]] = {}
-    for m in r.moves:
-        if m.cycle >= start.cycle:
-            by_cycle.setdefault(m.cycle, []).append(m)
-    plans: list[float] = []
-    moved_sum = least_sum = 0.0
-    for k, moves in sorted(by_cycle.items()):
-        if k - 1 not in sim.seen or k not in sim.seen or k >= len(r.cycles):
-            continue
-        rates, before = sim.seen[k - 1][0], sim.seen[k][1]
-        after = dict(before)
-        for m in moves:
-            after[m.bundle] = m.destination
-        ratio = judged(r.cycles[k], rates, before, after)
-        if ratio is None:
-            continue  # the plan reached no better balance than it started from, or moved nothing
-        moved = sum(rates.get(m.bundle, 0.0) for m in moves)
-        plans.append(ratio)
-        moved_sum += moved
-        least_sum += moved / ratio
+    pc = plan_costs(sim, r)
     return {
         "family": family,
         "claim": run_row(family, i, r)["cost"],
-        "plans": plans,
-        "run": moved_sum / least_sum if least_sum > 0 else None,
+        "plans": pc.plans,
+        "run": pc.run,
     }
 
 

@@ -23,10 +23,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from balancer.sim.engine import PAIRS, simulate  # noqa: E402
+from balancer.sim.engine import PAIRS  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
 from balancer.sim.family_claims import METRICS, claims, notes, run_row, summarise  # noqa: E402
 from balancer.sim.metrics import UPHILL_MARGIN  # noqa: E402
+from balancer.sim.plan_cost import Recording, plan_costs  # noqa: E402
 
 BENCH = ROOT / "BENCHMARKS.md"
 HEADING = "## Balancing quality over scenario families (issue 19)"
@@ -34,7 +35,9 @@ HEADING = "## Balancing quality over scenario families (issue 19)"
 
 def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
     family, i, label = job
-    return run_row(family, i, simulate(instance(family, i), PAIRS[label], i))
+    sim = Recording(instance(family, i), PAIRS[label], i)
+    r = sim.run()
+    return run_row(family, i, r, plan_costs(sim, r).run)
 
 
 def _json_safe(v: Any) -> Any:
@@ -47,17 +50,22 @@ def _fmt(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.2f}".rstrip("0").rstrip(".") if v != int(v) else f"{v:.0f}"
 
 
-def render(rows: list[dict[str, Any]], n: int, wall: float, jobs: int) -> tuple[str, bool]:
+def render(rows: list[dict[str, Any]], n: int, wall: float, jobs: int, extra: str = "") -> tuple[str, bool]:
     summary = summarise(rows)
+    labels = sorted({r["strategy"] for r in rows})
     verdicts = claims(rows)
     lines = [
         HEADING,
         "",
-        f"Produced by `.venv/bin/python bench/quality.py --instances {n} --jobs {jobs}` in one run"
+        f"Produced by `.venv/bin/python bench/quality.py --instances {n} --jobs {jobs}{extra}` in one run"
         f" ({wall:.0f} s wall, 2-core machine shared with other work): {len(FAMILIES)} families"
-        f" (`balancer/sim/families.py`) x instances 0..{n - 1} x {len(PAIRS)} strategy pairs, each instance"
+        f" (`balancer/sim/families.py`) x instances 0..{n - 1} x {len(labels)} strategy pairs, each instance"
         " simulated with its own number as seed. Cells are *median / 95th percentile* over the instances"
-        " (∞ = never balanced; — = no instance qualifies). *moved / least*: moved msg rate since the last"
+        " (∞ = never balanced; — = no instance qualifies). *per plan moved / least* (the cost claim, issue"
+        " 31): each shedding cycle's moves since the last disturbance at the traffic they were decided"
+        " on, over the least any plan must move there to reach the balance they reach; per run the sum of"
+        " moved over the sum of least (`balancer/sim/plan_cost.py`). *moved / least*: moved msg rate"
+        " since the last"
         " disturbance over the least any strategy must move to reach the balance of the run's final"
         " assignment, both at the traffic of the last disturbance (families"
         " where only the strategy moves traffic, runs that moved). *final max/min*: normalised msg rate"
@@ -117,7 +125,8 @@ def main() -> int:
     with multiprocessing.Pool(args.jobs) as pool:
         rows = list(pool.imap_unordered(run_job, jobs, chunksize=8))
     wall = time.perf_counter() - t0
-    text, ok = render(rows, args.instances, wall, args.jobs)
+    extra = f" --strategies {' '.join(args.strategies)}" if args.strategies else ""
+    text, ok = render(rows, args.instances, wall, args.jobs, extra)
     if args.rows:
         ordered = sorted(rows, key=lambda r: (r["family"], r["instance"], r["strategy"]))
         # JSON has no infinity: "never balanced" and "unbounded" are written as the string "inf".

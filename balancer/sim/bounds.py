@@ -178,3 +178,19 @@ class _Brokers:
             here = max(here, *(self.one_source(i, a, z) for i in top))
             best = min(best, here)
         return 0 if math.isinf(best) else int(best)
+
+
+def reachable(s: CycleState, ratio: float = BALANCED_RATIO) -> bool:
+    """Whether some assignment of ``s``'s bundles (``s.bundle_rates``) puts every broker's normalised
+    msg rate within max/min ``ratio``, as far as longest-processing-time-first finds one (each bundle,
+    largest first, to the broker it leaves least loaded per capacity). False may mean LPT missed one:
+    the claims that use it count only instances it shows reachable."""
+    caps = [c for c in s.capacity]
+    if len(caps) < 2 or min(caps) <= 0:
+        return False
+    load = [0.0] * len(caps)
+    for w in sorted((w for own in s.bundle_rates for w in own), reverse=True):
+        j = min(range(len(caps)), key=lambda i: ((load[i] + w) / caps[i], i))
+        load[j] += w
+    norm = [x / c for x, c in zip(load, caps, strict=True)]
+    return min(norm) > 0 and max(norm) / min(norm) <= ratio

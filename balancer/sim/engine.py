@@ -289,7 +289,9 @@ class Simulation:
                 )
                 self.cluster.owners[m.bundle] = m.destination
             after = self._measure(traffic, cpu)
-            states.append(self._state(k, after, sum(1 for m in moves if m.cycle == k), placements))
+            # The last cycle keeps its bundles' rates: whether a balance of them exists is a claim's test.
+            last = traffic if k == self.s.cycles - 1 else None
+            states.append(self._state(k, after, sum(1 for m in moves if m.cycle == k), placements, last))
             # What the agents will report at the next cycle: this interval's stats and usage.
             self.reported = before
             self._set_stats(traffic)

@@ -84,7 +84,11 @@ def apply_event(
     elif kind == "traffic_step":
         factor, fraction = float(ev.get("factor", 2.0)), float(ev.get("fraction", 1.0))
         pool = list(cluster.bundles)
-        if "brokers" in ev:  # only bundles of this many randomly chosen live brokers
+        if "broker_index" in ev:  # only bundles of these live brokers (by sorted name): the same each time
+            alive = sorted(n for n, b in brokers.items() if b.alive)
+            hit = {alive[int(i) % len(alive)] for i in ev["broker_index"]} if alive else set()
+            pool = [n for n in pool if cluster.owners.get(n) in hit]
+        elif "brokers" in ev:  # only bundles of this many randomly chosen live brokers
             alive = sorted(n for n, b in brokers.items() if b.alive)
             hit = set(rng.sample(alive, min(len(alive), int(ev["brokers"]))))
             pool = [n for n in pool if cluster.owners.get(n) in hit]

@@ -33,6 +33,8 @@ class Family:
     # Nothing but the strategy moves traffic after the disturbance, so a least cost is meaningful
     # (under waves or spikes the traffic itself moves and the bound says nothing).
     least_cost: bool = False
+    # Claimed balanced at the end wherever a balanced assignment of the final traffic exists (issue 31).
+    reachable_claim: bool = False
 
 
 def _base(r: random.Random, cycles: int) -> dict[str, Any]:
@@ -210,6 +212,53 @@ def _cpu_vs_nic(r: random.Random) -> dict[str, Any]:
     return d
 
 
+def _oversized_bundles(r: random.Random) -> dict[str, Any]:
+    """A bundle bigger than any standard broker's free room on a standard broker, beside under-filled
+    big brokers (issue 31): the balance needs it moved to a big broker and smaller ones moved back."""
+    d = _base(r, 30)
+    std = d["groups"][0]
+    std.update(count=r.randint(3, 8), load=r.uniform(30, 55), load_spread=r.uniform(0.0, 0.05))
+    big = r.choice([2.0, 3.0])
+    d["groups"].append(
+        {
+            "prefix": "big",
+            "count": r.randint(1, 2),
+            "capacity": big,
+            "load": r.uniform(15, 35),
+            "load_spread": r.uniform(0.0, 0.05),
+            "bundles": r.randint(15, 40),
+        }
+    )
+    # Bigger than a standard broker's room to the mean (at most about half its load), up to what a big
+    # broker has free: only a big broker can take it whole.
+    d["hot_bundles"] = [
+        {"load": r.uniform(0.6, 1.2) * std["load"], "broker": 0} for _ in range(r.randint(1, 2))
+    ]
+    return d
+
+
+def _drift(r: random.Random) -> dict[str, Any]:
+    """A settled cluster whose traffic on 1-3 brokers then creeps up (or down) a few percent every
+    cycle or two for 10-20 steps (issue 31: it went unanswered for 15-20 cycles)."""
+    d = _base(r, 60)
+    g = d["groups"][0]
+    g.update(load=r.uniform(30, 55), load_spread=r.uniform(0.0, 0.03))
+    up = r.random() < 0.7
+    step = r.uniform(1.015, 1.035)
+    d["events"] = [
+        {
+            "type": "traffic_step",
+            "at": r.randint(10, 16),
+            "every": r.randint(1, 2),
+            "times": r.randint(10, 20),
+            "broker_index": r.sample(range(g["count"]), r.randint(1, min(3, g["count"] - 1))),
+            "fraction": 1.0,
+            "factor": step if up else 1 / step,
+        }
+    ]
+    return d
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -243,6 +292,19 @@ FAMILIES: dict[str, Family] = {
             least_cost=True,
         ),
         Family("cpu_vs_nic", "CPU-bound and NIC-bound brokers side by side", _cpu_vs_nic),
+        Family(
+            "oversized_bundles",
+            "1-2 bundles bigger than any standard broker's room, 1-2 under-filled big brokers",
+            _oversized_bundles,
+            least_cost=True,
+            reachable_claim=True,
+        ),
+        Family(
+            "drift",
+            "after settling, 1-3 brokers' traffic creeps 1.5-3.5% a step for 10-20 steps",
+            _drift,
+            reachable_claim=True,
+        ),
     )
 }
 

@@ -151,6 +151,9 @@ def test_a_destination_the_fill_leaves_beyond_the_drift_edge_keeps_counting() ->
     spec = {"a": 57.8, **{f"o{i}": 54.73 for i in range(3)}, **{f"d{i}": 44.5 for i in range(4)}}
     load = cluster({n: (u, [u / 4] * 100) for n, u in spec.items()})
     s = BalancedShedder()
+    # The fill's rule: the least-move planner (issue 31) also takes from the brokers at 54.7 and fills
+    # the destinations to within the edge, so it is off here.
+    s.exact = False
     for _ in range(CONFIG.loadBalancerAvgShedderHitCountLowThreshold):
         r = s.find_bundles_for_unloading(load, CONFIG)
     assert set(r.unloads) == {"a"}
@@ -230,7 +233,7 @@ def _fill(
     out = ResultBuilder("BalancedShedder")
     sources = [b for b, t in traffic.items() if t > target + tol and b not in others]
     dests = [b for b, t in traffic.items() if t < target - tol and b not in others]
-    water_fill(load, view, sources, dests, tol, out, None, list(others), sides, reach=reach)
+    water_fill(load, view, sources, dests, tol, out, None, list(others), sides, reach=reach, exact=False)
     after = {d.numbers["destination"]: d.numbers["destinationProjected"] for d in out.decisions}
     return [d.subject or "" for d in out.decisions], after
 
