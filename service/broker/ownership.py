@@ -67,6 +67,9 @@ class OwnershipFollower:
         self._dirty_owner: set[str] = set()
         self._hints: dict[str, list[str]] = {}  # bundle -> its hint nodes' names, oldest first
         self._assigned: dict[str, int] = {}  # bundle assigned here -> assignment version read
+        # No longer served, but the delete of this session's node is not confirmed (a connection
+        # lost mid-release): looked at again until it is, or the next owner would wait forever.
+        self._unreleased: set[str] = set()
         self.owned: frozenset[str] = frozenset()  # replaced, never mutated: read from other threads
         self._owned_lock = threading.Lock()  # the agent's thread and kazoo's (a fast take) change it
         self.fast_takes = 0
@@ -74,12 +77,18 @@ class OwnershipFollower:
         self.steps = 0
 
     # ---- kazoo's thread: flag and wake only ------------------------------------------------------
-    def _on_hints(self, _event: WatchedEvent) -> None:
+    def _on_hints(self, event: WatchedEvent) -> None:
+        if event.path is None:  # kazoo dropped every watch on a connection loss: look again
+            self.resync()
+            return
         with self._lock:
             self._list_hints = True
         self._wake()
 
     def _on_assignment(self, event: WatchedEvent) -> None:
+        if event.path is None:
+            self.resync()
+            return
         bundle = _bundle_of(event.path, P.ASSIGNMENTS)
         if bundle is not None:
             with self._lock:
@@ -87,6 +96,9 @@ class OwnershipFollower:
             self._wake()
 
     def _on_owner(self, event: WatchedEvent) -> None:
+        if event.path is None:
+            self.resync()
+            return
         bundle = _bundle_of(event.path, P.OWNERSHIP)
         if bundle is None:
             return
@@ -145,6 +157,7 @@ class OwnershipFollower:
                 self._session = session
                 self._serve(lambda _: frozenset())
                 self._assigned.clear()
+                self._unreleased.clear()
                 self._resync = True
             if self._resync:
                 self._list_hints = True
@@ -166,7 +179,8 @@ class OwnershipFollower:
             # this agent spends time on its own releases; the releases' bundles are another set.
             held_before = dirty_owner & self.owned
             self._take(sorted(b for b in dirty_owner if b in self._assigned and b not in self.owned))
-            self._release(sorted(self.owned - set(self._assigned)))
+            self._unreleased -= set(self._assigned)  # assigned here again: its node is ours to keep
+            self._release(sorted((self.owned | self._unreleased) - set(self._assigned)))
             self._check_own_nodes(held_before & self.owned)
             self._tidy_hints(dirty_assign)  # last: nobody waits for it
         except Exception:
@@ -217,6 +231,7 @@ class OwnershipFollower:
         if not bundles:
             return
         self._serve(lambda owned: owned - set(bundles))
+        self._unreleased |= set(bundles)
         client = self._store.client
         stats = self._pipelined(bundles, lambda b: client.exists_async(P.ownership_path(b)))
         session = self._store.session_id
@@ -225,10 +240,13 @@ class OwnershipFollower:
             for b, s in stats
             if s is not None and not isinstance(s, Exception) and s.ephemeralOwner == session
         }
+        self._unreleased -= set(bundles) - set(version)  # gone already, or not this session's
         released = 0
-        for _bundle, result in self._pipelined(
+        for bundle, result in self._pipelined(
             sorted(version), lambda b: client.delete_async(P.ownership_path(b), version=version[b])
         ):
+            if not isinstance(result, BadVersionError):  # deleted, or gone (NoNode): done with it
+                self._unreleased.discard(bundle)
             released += 0 if isinstance(result, Exception) else 1
         log.info("agent %s released %d bundle(s), e.g. %s", self._broker, released, bundles[0])
 

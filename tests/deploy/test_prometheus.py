@@ -82,7 +82,9 @@ def prometheus_on_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tup
     if shutil.which("java") is None:
         pytest.skip("the demo needs Java 17+ for its embedded ZooKeeper")
     tmp = tmp_path_factory.mktemp("prometheus")
-    demo = Demo(DemoOptions(brokers=3, bundles=9, port=0, shed_interval_s=2.0), out=io.StringIO())
+    demo = Demo(
+        DemoOptions(brokers=3, bundles=9, port=0, shed_interval_s=2.0, publish_state=False), out=io.StringIO()
+    )
     proc: subprocess.Popen[bytes] | None = None
     try:
         demo.start()

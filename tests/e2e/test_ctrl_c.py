@@ -60,7 +60,14 @@ def _start_demo(tmp: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)},
+        # Its own state file: the session's in-process demo owns the shared one, and this demo would
+        # replace it, then remove it on exit.
+        env={
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "TMPDIR": str(tmp),
+            "LOADMGR_DEMO_STATE": str(tmp / "demo.json"),
+        },
         start_new_session=True,
         preexec_fn=_as_a_foreground_job,
     )

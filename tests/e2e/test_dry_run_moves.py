@@ -33,6 +33,7 @@ def skewed() -> Iterator[Demo]:
         shed_interval_s=3600.0,
         strategy="ThresholdShedder",
         msg_rate_per_bundle=12000.0,
+        publish_state=False,  # the session's `demo` owns the state file in this process
     )
     d = Demo(opts, out=io.StringIO())
     try:

@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.exceptions import ConnectionLoss
 
 from service.broker.agent import BrokerAgent
 from service.broker.workload import Scenario
 from service.leader.executors import ZkExecutor
+from service.zookeeper import paths as P
 from service.zookeeper.forensics.audit import audit
 from service.zookeeper.forensics.handoff import handoffs
 from service.zookeeper.forensics.txnlog import merged_history
@@ -108,3 +110,35 @@ def test_moves_hand_over_at_once_and_idle_agents_read_nothing(
     # waited for its next poll, about half its 1 s period per move (300 ms polls here: ~150 ms).
     assert p50 <= 50, got.summary()
     assert p99 <= 250, got.summary()
+
+
+def test_a_release_cut_off_by_a_connection_loss_is_finished_after(cluster: Cluster) -> None:
+    """The old owner stops serving, then its delete of the ownership node meets a connection loss
+    (the member it talks to dies, as in the ensemble test): the session lives on, so the node does
+    too, and the new owner waits on it. The release must be finished once the step runs again."""
+    config = fast_config()
+    cluster.scenario(Scenario(namespaces={"t/cut": 2}))
+    bundles = sorted(cluster.bundles())
+    for b in bundles:
+        assign(cluster.admin, b, B1)
+    src = cluster.agent(B1, config)
+    dst = cluster.agent(B2, config)
+    wait_for(lambda: src.owned() == set(bundles), 20, what="b1 owns both bundles")
+    client = src.follower._store.client
+    real_delete = client.delete_async
+    failed: list[str] = []
+
+    def delete_once_lost(path: str, version: int = -1) -> object:
+        if not failed and P.OWNERSHIP in path:
+            failed.append(path)
+            lost = client.handler.async_result()
+            lost.set_exception(ConnectionLoss())
+            return lost
+        return real_delete(path, version=version)
+
+    client.delete_async = delete_once_lost  # type: ignore[method-assign]
+    epoch = cluster.admin.bump_epoch("test-leader")
+    ZkExecutor(cluster.admin, lambda: epoch).unload(bundles[0], B1, B2, "test move")
+    wait_for(lambda: bool(failed), 20, what="the release's delete to meet the connection loss")
+    wait_for(lambda: bundles[0] in dst.owned(), 20, what=f"{B2} to take {bundles[0]} after the cut release")
+    assert bundles[0] not in src.owned() and bundles[1] in src.owned()
