@@ -99,8 +99,8 @@ class PrometheusMetrics:
             registry=r,
         ).labels(cluster)
         # The cycle histogram above times the decision and its writes; this one a whole run as the
-        # scheduler sees it (prefetch, waiting for the service lock, decide, write, publish): what
-        # decides whether the next run is skipped (loadmgr_scheduler_job_runs_total{outcome="max_instances"}).
+        # scheduler sees it (prefetch, waiting for the service lock, decide, write, publish): how much
+        # later than one interval the next run starts (fixed delay, as Pulsar's LoadSheddingTask).
         self.job_wall = Histogram(
             "loadmgr_leader_job_run_duration_seconds",
             "Whole wall time of one run of a leader job: prefetch, lock wait, decide, write, publish.",

@@ -12,10 +12,18 @@
 Jobs are paused while this instance does not lead. Intervals are minutes, fractions allowed
 (0.05 = 3 s); each is floored at 0.2 s.
 
+**Fixed delay, as Pulsar's.** Pulsar's ``LoadSheddingTask`` schedules its next run one shedding
+interval after the current run *ends*: a run that outlasts the interval delays the next one; no run
+overlaps another and none is dropped. Every job here does the same: while a run goes, its job is
+paused, and when it ends the next is due one interval later (at once if :meth:`LeaderSchedule.wake`
+asked for it meanwhile). An interval trigger with ``max_instances=1`` instead dropped the runs that
+fell due during a long cycle (three behind one 60,000-move cycle at 100,000 bundles).
+
 Every run the scheduler starts, finishes, fails, or does not start (missed, or skipped because the
-previous run still ran) is counted per job (:attr:`LeaderSchedule.runs`, and ``job_run`` on the
-metrics sink) and logged in the service's own words: a line per shedding run started and finished
-(INFO), the other jobs' runs at DEBUG, and every run not started at WARNING.
+previous run still ran: kept as a check, fixed delay leaves no way to it) is counted per job
+(:attr:`LeaderSchedule.runs`, and ``job_run`` on the metrics sink) and logged in the service's own
+words: a line per shedding run started and finished (INFO), the other jobs' runs at DEBUG, and every
+run not started at WARNING.
 """
 
 from __future__ import annotations
@@ -81,6 +89,13 @@ class LeaderSchedule:
         self._on_run = on_run
         self.runs: dict[tuple[str, str], int] = {}  # (job, outcome) -> count
         self._runs_lock = threading.Lock()  # events arrive on the scheduler's and the executor's threads
+        # Fixed delay (module doc): which jobs are running, which were woken meanwhile, whether the
+        # schedule is active (leading), each job's interval. Changed under ``_state``.
+        self._state = threading.Lock()
+        self._active = False
+        self._running: set[str] = set()
+        self._again: set[str] = set()
+        self._intervals: dict[str, float] = {}
         mask = 0
         for code in _OUTCOME:
             mask |= code
@@ -125,9 +140,16 @@ class LeaderSchedule:
         self, config: LoadBalancerConfig, funcs: Mapping[str, Callable[[], Any]], leading: bool
     ) -> None:
         """(Re)schedule every job at ``config``'s intervals; paused unless this instance is ``leading``."""
-        for name, seconds in job_intervals(config).items():
+        intervals = job_intervals(config)
+        with self._state:
+            self._intervals = intervals
+            self._active = leading
+            running = set(self._running)
+        for name, seconds in intervals.items():
+            # A running job gets its next time when it ends (fixed delay), not now.
+            first = datetime.now() + timedelta(seconds=seconds) if leading and name not in running else None
             self._scheduler.add_job(
-                funcs[name],
+                self._fixed_delay(name, funcs[name]),
                 "interval",
                 seconds=seconds,
                 id=name,
@@ -136,26 +158,59 @@ class LeaderSchedule:
                 max_instances=1,
                 coalesce=True,
                 misfire_grace_time=None,
-                next_run_time=datetime.now() + timedelta(seconds=seconds) if leading else None,
+                next_run_time=first,
             )
+
+    def _fixed_delay(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            with self._state:
+                self._running.add(name)
+            with contextlib.suppress(Exception):
+                self._scheduler.pause_job(name)  # nothing falls due while this run goes
+            try:
+                return fn()
+            finally:
+                with self._state:
+                    self._running.discard(name)
+                    again = name in self._again
+                    self._again.discard(name)
+                    seconds = 0.0 if again else self._intervals.get(name, 0.2)
+                    if self._active:
+                        with contextlib.suppress(Exception):
+                            self._next(name, seconds)
+
+        return run
+
+    def _next(self, name: str, seconds: float) -> None:
+        self._scheduler.modify_job(name, next_run_time=datetime.now() + timedelta(seconds=seconds))
 
     def resume(self, config: LoadBalancerConfig) -> None:
         """The term's first sync and reconcile are done: every job one interval from now."""
-        now = datetime.now()
-        for name, seconds in job_intervals(config).items():
-            first = now + timedelta(seconds=seconds)
-            with contextlib.suppress(Exception):
-                self._scheduler.modify_job(name, next_run_time=first)
+        intervals = job_intervals(config)
+        with self._state:
+            self._intervals = intervals
+            self._active = True
+            for name, seconds in intervals.items():
+                if name not in self._running:  # a running one is given its time as it ends
+                    with contextlib.suppress(Exception):
+                        self._next(name, seconds)
 
     def pause(self) -> None:
-        for name in JOB_NAMES:
-            with contextlib.suppress(Exception):
-                self._scheduler.pause_job(name)
+        with self._state:
+            self._active = False
+            self._again.clear()
+            for name in JOB_NAMES:
+                with contextlib.suppress(Exception):
+                    self._scheduler.pause_job(name)
 
     def wake(self, name: str) -> None:
-        """Run job ``name`` now instead of at its next interval."""
-        with contextlib.suppress(Exception):
-            self._scheduler.modify_job(name, next_run_time=datetime.now())
+        """Run job ``name`` now instead of at its next interval (right after, if it is running)."""
+        with self._state:
+            if name in self._running:
+                self._again.add(name)
+            elif self._active:
+                with contextlib.suppress(Exception):
+                    self._next(name, 0.0)
 
 
 def _due(event: JobEvent) -> str:
