@@ -38,6 +38,7 @@ from service.leader.clock import now_ms
 from service.leader.cluster_view import DecisionLog, DecisionRecord
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.load_view import LoadView, Snapshot
+from service.leader.pulsar_moves import PulsarMoveCheck
 from service.leader.split_jobs import SplitJobs
 from service.leader.write_window import WriteWindow
 from service.zookeeper import paths as P
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class LeaderJobs(SplitJobs, WriteWindow):
+class LeaderJobs(SplitJobs, WriteWindow, PulsarMoveCheck):
     """Shedding cycle, orphan reconciliation, bundle-data writer and (``SplitJobs``) split, for one leader."""
 
     def __init__(
@@ -91,6 +92,8 @@ class LeaderJobs(SplitJobs, WriteWindow):
         self.unlocked: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
         self.in_flight: frozenset[str] = frozenset()
         self._waiting: dict[str, int] = {}  # see WriteWindow._resend_hints
+        self._pending_moves = {}  # see PulsarMoveCheck
+        self.reissued_moves = 0
 
     @property
     def zk_native(self) -> bool:
@@ -113,6 +116,8 @@ class LeaderJobs(SplitJobs, WriteWindow):
         snap = self.view.refresh(self.store, now, (shedder, placement))
         if self.zk_native:
             self._reconcile(snap, config, placement)
+        else:
+            self._check_moves(snap, now)
         if not self.is_leader():
             return None
         plan = plan_shedding_cycle(self.view.load, config, shedder, placement, self.view.ctx, now, self.rng)
@@ -191,6 +196,7 @@ class LeaderJobs(SplitJobs, WriteWindow):
 
     def _applied(self, move: Move) -> None:
         self._cycle_sources.add(move.source)
+        self._expect_move(move.bundle, move.destination, move.explanation.reason, now_ms())
         self._record(
             "shedding", move.explanation, bundle=move.bundle, source=move.source, destination=move.destination
         )
@@ -213,8 +219,12 @@ class LeaderJobs(SplitJobs, WriteWindow):
     def reconcile(
         self, config: LoadBalancerConfig, shedder: LoadSheddingStrategy, placement: PlacementStrategy
     ) -> int:
-        snap = self.view.refresh(self.store, now_ms(), (shedder, placement))
-        return self._reconcile(snap, config, placement) if self.zk_native else 0
+        now = now_ms()
+        snap = self.view.refresh(self.store, now, (shedder, placement))
+        if not self.zk_native:
+            self._check_moves(snap, now)
+            return 0
+        return self._reconcile(snap, config, placement)
 
     def _reconcile(self, snap: Snapshot, config: LoadBalancerConfig, placement: PlacementStrategy) -> int:
         """Give every unowned bundle whose assignment is missing or names a dead broker a live broker."""

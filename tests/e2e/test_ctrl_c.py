@@ -53,6 +53,12 @@ def _demo_command(tmp: Path) -> list[str]:
     return [sys.executable, "-m", "service", "demo", *small, "--history", str(tmp.parent / "history")]
 
 
+def _demo_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """The demo's environment, with its own state file: the session's in-process demo owns this
+    worker's, and a demo started from here would replace it, then remove it on exit."""
+    return {**os.environ, "TMPDIR": str(tmp), "LOADMGR_DEMO_STATE": str(tmp / "demo.json"), **extra}
+
+
 def _start_demo(tmp: Path) -> subprocess.Popen[str]:
     # Its own session makes the demo the leader of a process group, as a shell's foreground job is.
     return subprocess.Popen(
@@ -60,14 +66,7 @@ def _start_demo(tmp: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        # Its own state file: the session's in-process demo owns the shared one, and this demo would
-        # replace it, then remove it on exit.
-        env={
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "TMPDIR": str(tmp),
-            "LOADMGR_DEMO_STATE": str(tmp / "demo.json"),
-        },
+        env=_demo_env(tmp, PYTHONUNBUFFERED="1"),
         start_new_session=True,
         preexec_fn=_as_a_foreground_job,
     )
@@ -182,7 +181,7 @@ def test_the_live_terminal_view_redraws_in_place_and_stops_on_ctrl_c(tmp_path: P
         stdin=slave,
         stdout=slave,
         stderr=slave,
-        env={**os.environ, "TMPDIR": str(tmp), "COLUMNS": "120", "LINES": "40", "TERM": "xterm"},
+        env=_demo_env(tmp, COLUMNS="120", LINES="40", TERM="xterm"),
         start_new_session=True,
         preexec_fn=_as_a_foreground_job,
     )

@@ -153,21 +153,29 @@ def test_skewed_cluster_is_balanced_by_moves_pulsar_carries_out(
 
         wait_for(balanced, 240, "message rates evened out across the brokers", every=2)
         after = rates_by_broker(admin, pulsar_cluster, ns)
-        moves = [d for d in s.decisions("shedding") if d["bundle"] and d["bundle"].startswith(ns + "/")]
-        assert moves, "no shedding decision although the rates evened out"
         # Ownership changed as decided: the last destination loadmgr chose for each moved bundle is
-        # where Pulsar's lookup finds it (no other mover exists: the brokers' shedding is off).
+        # where Pulsar's lookup finds it (no other mover exists: the brokers' shedding is off). Pulsar
+        # may spend a destination's affinity and place a bundle itself; loadmgr then unloads it again
+        # to its destination (a `destination_not_honoured` decision) at its next refresh.
         last: dict[str, str] = {}
-        for d in sorted(moves, key=lambda d: d["timeMs"]):
-            last[d["bundle"].rsplit("/", 1)[1]] = d["destination"]
-        found = owners(admin, topics)
-        assert {rng: found[rng] for rng in last} == last
+
+        def as_decided() -> bool:
+            moves = [d for d in s.decisions("shedding") if d["bundle"] and d["bundle"].startswith(ns + "/")]
+            last.clear()
+            for d in sorted(moves, key=lambda d: d["timeMs"]):
+                last[d["bundle"].rsplit("/", 1)[1]] = d["destination"]
+            found = owners(admin, topics)
+            return bool(last) and {rng: found[rng] for rng in last} == last
+
+        wait_for(as_decided, 90, "every moved bundle where loadmgr last decided", every=3)
+        moves = [d for d in s.decisions("shedding") if d["bundle"] and d["bundle"].startswith(ns + "/")]
+        again = [d for d in moves if d["explanation"]["reason"] == "destination_not_honoured"]
         time.sleep(3)  # acknowledgements of the last messages sent
     gaps = {
         rng: work.longest_gap([t for t, r in topics.items() if r == rng], since=moved_from) for rng in last
     }
     print(
-        f"\nreal brokers: 3; moves: {len(moves)}; "
+        f"\nreal brokers: 3; moves: {len(moves)} ({len(again)} sent again, Pulsar placed them elsewhere); "
         f"failed sends: {work.failed()} of {work.acked() + work.failed()}; "
         f"longest publish gap per moved bundle (s): { {k: round(v, 2) for k, v in gaps.items()} }; "
         f"msg/s per broker before {before} after {after}"
