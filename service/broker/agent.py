@@ -164,6 +164,11 @@ class BrokerAgent:
             self._owned = frozenset()
 
     def owned(self) -> set[str]:
+        """What this broker serves now. The follower's set changes the moment it stops serving a
+        bundle (before the release) or takes one (a watch callback may do it between two steps);
+        ``_owned`` follows it only when a step ends, so a moved bundle would show on both brokers."""
+        if self.source.manages_ownership:
+            return set(self.follower.owned)
         return set(self._owned)
 
     def _on_state(self, state: str) -> None:

@@ -67,8 +67,9 @@ class OwnershipFollower:
         self._dirty_owner: set[str] = set()
         self._hints: dict[str, list[str]] = {}  # bundle -> its hint nodes' names, oldest first
         self._assigned: dict[str, int] = {}  # bundle assigned here -> assignment version read
-        # No longer served, but the delete of this session's node is not confirmed (a connection
-        # lost mid-release): looked at again until it is, or the next owner would wait forever.
+        # No longer served, but this session may still hold the node (a connection lost mid-release,
+        # or serving stopped while cut off): looked at again until its delete is confirmed or it is
+        # assigned here again, or the next owner would wait forever. Changed under ``_lock``.
         self._unreleased: set[str] = set()
         self.owned: frozenset[str] = frozenset()  # replaced, never mutated: read from other threads
         self._owned_lock = threading.Lock()  # the agent's thread and kazoo's (a fast take) change it
@@ -143,8 +144,13 @@ class OwnershipFollower:
         self._wake()
 
     def stop_serving(self) -> None:
-        """Cut off from ZooKeeper: serve nothing until the next step has checked each node again."""
-        self._serve(lambda _: frozenset())
+        """Cut off from ZooKeeper: serve nothing until the next step has checked each node again.
+
+        The session may outlive the cut: every node it held is then still there, and a bundle moved
+        away meanwhile must still be released (the step re-takes what is still assigned here)."""
+        with self._lock:  # then _owned_lock inside _serve: the order step() takes them in
+            self._unreleased |= self.owned
+            self._serve(lambda _: frozenset())
         self.resync()
 
     # ---- the agent's thread ----------------------------------------------------------------------
@@ -161,11 +167,12 @@ class OwnershipFollower:
                 self._resync = True
             if self._resync:
                 self._list_hints = True
-                known = set(self._hints) | set(self.owned)
+                known = set(self._hints) | set(self.owned) | self._unreleased
                 self._dirty_assign |= known
                 self._dirty_owner |= known
                 self._resync = False
             list_hints, self._list_hints = self._list_hints, False
+            unreleased = set(self._unreleased)
             dirty_assign, self._dirty_assign = self._dirty_assign, set()
             dirty_owner, self._dirty_owner = self._dirty_owner, set()
         try:
@@ -179,8 +186,10 @@ class OwnershipFollower:
             # this agent spends time on its own releases; the releases' bundles are another set.
             held_before = dirty_owner & self.owned
             self._take(sorted(b for b in dirty_owner if b in self._assigned and b not in self.owned))
-            self._unreleased -= set(self._assigned)  # assigned here again: its node is ours to keep
-            self._release(sorted((self.owned | self._unreleased) - set(self._assigned)))
+            with self._lock:  # assigned here again: its node is ours to keep (the take re-serves it)
+                self._unreleased -= set(self._assigned)
+            unreleased -= set(self._assigned)
+            self._release(sorted((self.owned | unreleased) - set(self._assigned)))
             self._check_own_nodes(held_before & self.owned)
             self._tidy_hints(dirty_assign)  # last: nobody waits for it
         except Exception:
@@ -231,7 +240,8 @@ class OwnershipFollower:
         if not bundles:
             return
         self._serve(lambda owned: owned - set(bundles))
-        self._unreleased |= set(bundles)
+        with self._lock:
+            self._unreleased |= set(bundles)
         client = self._store.client
         stats = self._pipelined(bundles, lambda b: client.exists_async(P.ownership_path(b)))
         session = self._store.session_id
@@ -240,13 +250,15 @@ class OwnershipFollower:
             for b, s in stats
             if s is not None and not isinstance(s, Exception) and s.ephemeralOwner == session
         }
-        self._unreleased -= set(bundles) - set(version)  # gone already, or not this session's
+        with self._lock:  # gone already, or not this session's
+            self._unreleased -= set(bundles) - set(version)
         released = 0
         for bundle, result in self._pipelined(
             sorted(version), lambda b: client.delete_async(P.ownership_path(b), version=version[b])
         ):
             if not isinstance(result, BadVersionError):  # deleted, or gone (NoNode): done with it
-                self._unreleased.discard(bundle)
+                with self._lock:
+                    self._unreleased.discard(bundle)
             released += 0 if isinstance(result, Exception) else 1
         log.info("agent %s released %d bundle(s), e.g. %s", self._broker, released, bundles[0])
 

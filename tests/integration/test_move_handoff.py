@@ -88,7 +88,9 @@ def test_moves_hand_over_at_once_and_idle_agents_read_nothing(
             moves += BUNDLES
             # O(moves): a bounded number of requests per move, whatever else is in ZooKeeper.
             spent = _requests(agents) - before
-            assert spent <= 12 * BUNDLES, f"{spent} requests for {BUNDLES} moves"
+            # Two agents take part in each move, 4-6 requests each (more when the new owner's create
+            # meets the old node and it watches it): 9-12 per move measured, a few over when racing.
+            assert spent <= 14 * BUNDLES, f"{spent} requests for {BUNDLES} moves"
         # b3 was given nothing: it never read a single assignment.
         assert cluster.agents[B3].follower.requests <= 3
         checker.stop()
@@ -142,3 +144,23 @@ def test_a_release_cut_off_by_a_connection_loss_is_finished_after(cluster: Clust
     wait_for(lambda: bool(failed), 20, what="the release's delete to meet the connection loss")
     wait_for(lambda: bundles[0] in dst.owned(), 20, what=f"{B2} to take {bundles[0]} after the cut release")
     assert bundles[0] not in src.owned() and bundles[1] in src.owned()
+
+
+def test_a_bundle_moved_away_while_serving_was_stopped_is_still_released(cluster: Cluster) -> None:
+    """Cut off long enough, an agent stops serving (its session may expire); if the session lives on,
+    its nodes do too. A bundle moved away meanwhile must still be released when the agent is back,
+    though it is no longer among those it serves (the ensemble test's move waited forever on one)."""
+    config = fast_config()
+    cluster.scenario(Scenario(namespaces={"t/cutoff": 2}))
+    bundles = sorted(cluster.bundles())
+    for b in bundles:
+        assign(cluster.admin, b, B1)
+    src = cluster.agent(B1, config)
+    dst = cluster.agent(B2, config)
+    wait_for(lambda: src.owned() == set(bundles), 20, what="b1 owns both bundles")
+    epoch = cluster.admin.bump_epoch("test-leader")
+    src.follower.stop_serving()  # what the agent does after a third of its session timeout cut off
+    with src.follower._lock:  # its next step sees the stop and the move together
+        ZkExecutor(cluster.admin, lambda: epoch).unload(bundles[0], B1, B2, "test move")
+    wait_for(lambda: bundles[0] in dst.owned(), 20, what=f"{B2} to take {bundles[0]}")
+    wait_for(lambda: src.owned() == {bundles[1]}, 20, what="b1 serving the bundle still assigned to it")
