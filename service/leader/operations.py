@@ -119,6 +119,9 @@ class ManualOperations:
             )
             self._require_may_act()
             self.executor.unload(bundle, source, destination, why.reason)
+            # Pulsar mode: where it lands is looked at, and it is unloaded there again if Pulsar
+            # placed it elsewhere (service/leader/pulsar_moves.py).
+            self.jobs._expect_move(bundle, destination, why.reason, now, kind="manual")
             # Not recorded as recently unloaded: Pulsar's admin unload leaves the leader's
             # recentlyUnloadedBundles alone (only its own shedding records there), so an operator's
             # move does not exempt the bundle from shedding for the grace period.

@@ -8,7 +8,8 @@ is placed by Pulsar's own strategy (2 of about 10 test runs here). The decision 
 broker while Pulsar served the bundle from another, and the next cycles decided on a cluster that
 did not look as planned.
 
-A mixin of :class:`service.leader.jobs.LeaderJobs`. Each applied shedding move is remembered; every
+A mixin of :class:`service.leader.jobs.LeaderJobs`. Each applied shedding move, and each operator
+unload that names a destination (an operator who names one wants the bundle there), is remembered; every
 refresh of the view (reconcile, shedding) looks at the ownership it read: at the destination, the
 move is done; unowned, it waits (no client has looked the bundle up yet), for at most
 :data:`UNOWNED_FOR_MS`; owned by another broker, the unload is sent again to the same destination,
@@ -43,6 +44,7 @@ class _Pending:
     destination: str
     reason: str
     since_ms: int  # when the last unload for it was sent
+    kind: str = "shedding"  # the decision it follows up: the leader's, or an operator's ("manual")
     reissued: int = 0
 
 
@@ -60,11 +62,13 @@ class PulsarMoveCheck:
 
         def _record(self, kind: Any, explanation: Explanation, **kw: Any) -> DecisionRecord: ...
 
-    def _expect_move(self, bundle: str, destination: str | None, reason: str, now_ms: int) -> None:
+    def _expect_move(
+        self, bundle: str, destination: str | None, reason: str, now_ms: int, kind: str = "shedding"
+    ) -> None:
         """Remember an applied move in Pulsar mode (nothing to check without a destination)."""
         if self.zk_native or destination is None:
             return
-        self._pending_moves[bundle] = _Pending(destination, reason, now_ms)
+        self._pending_moves[bundle] = _Pending(destination, reason, now_ms, kind)
 
     def _check_moves(self, snap: Snapshot, now_ms: int) -> int:
         """Look where each remembered move landed; returns the unloads sent again."""
@@ -115,5 +119,5 @@ class PulsarMoveCheck:
             self.reissued_moves += 1
             self.metrics.unloaded(why.reason)  # loadmgr_bundles_unloaded_total{reason=...}
             log.warning("%s: Pulsar placed it on %s, not %s: unloaded again", bundle, where, p.destination)
-            self._record("shedding", why, bundle=bundle, source=where, destination=p.destination)
+            self._record(p.kind, why, bundle=bundle, source=where, destination=p.destination)
         return sent

@@ -113,8 +113,7 @@ class SplitJobs:
         owner = snap.owners.get(bundle)
         alg = resolve_algorithm(algorithm, config)  # 412 for a name outside the supported list
         if self.executor.remote_split:
-            self.executor.split(bundle, algorithm, positions, unload=unload)
-            children: list[str] = []
+            children = self.executor.split(bundle, algorithm, positions, unload=unload)
         else:
             if alg not in TOPIC_FREE_ALGORITHMS:
                 raise InvalidInput(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import ssl
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from urllib.parse import quote
 
 import httpx
 
-from balancer.bundles import split_bundle_name
+from balancer.bundles import BundleRange, split_bundle_name
 from balancer.errors import ConfigError
 from service.errors import ExecutorError
 
@@ -232,13 +233,17 @@ class PulsarAdminExecutor:
     """The leader's executor in Pulsar mode: Pulsar's brokers own and move bundles themselves.
 
     ``remote_split``: Pulsar computes the children from the algorithm (or takes the boundaries
-    given with ``specified_positions_divide``) and assigns them; their names are not known here."""
+    given with ``specified_positions_divide``) and assigns them; the children are read back from
+    Pulsar's bundle list after the split."""
 
     name = "pulsar-admin"
     remote_split = True
 
-    def __init__(self, admin: PulsarAdmin) -> None:
+    def __init__(self, admin: PulsarAdmin, split_seen_within_s: float = 10.0) -> None:
         self.admin = admin
+        # A broker other than the one that split may serve the bundle list from a cache that the
+        # metadata store's notification refreshes a moment later: wait that long for the children.
+        self._split_seen_within_s = split_seen_within_s
 
     def close(self) -> None:
         self.admin.close()
@@ -258,4 +263,26 @@ class PulsarAdminExecutor:
         log.info(
             "pulsar admin: split %s (%s, boundaries %s, unload=%s)", bundle, algorithm, positions, unload
         )
-        return []
+        return self._children(bundle, algorithm)
+
+    def _children(self, bundle: str, algorithm: str | None) -> list[str]:
+        """The children Pulsar made, read from its bundle list; ExecutorError (409) when the bundle
+        is still listed: Pulsar answers 204 to a split it did not make (its topic-based algorithms,
+        ``specified_positions_divide`` included, split only a bundle whose owner has loaded more
+        than one of its topics)."""
+        ns, rng = split_bundle_name(bundle)
+        deadline = time.monotonic() + self._split_seen_within_s
+        while True:
+            ranges = self.admin.bundles(ns)
+            if rng.text not in ranges:
+                inside = [BundleRange.parse(r) for r in ranges]
+                return [f"{ns}/{r.text}" for r in inside if rng.lower <= r.lower and r.upper <= rng.upper]
+            if time.monotonic() >= deadline:
+                raise ExecutorError(
+                    f"Pulsar answered the split of {bundle} ({algorithm or 'its default algorithm'}) but "
+                    f"its bundles still include {rng.text} {self._split_seen_within_s:.0f} s later: not "
+                    "split (Pulsar's topic-based algorithms, specified_positions_divide included, split "
+                    "only a bundle whose owner has loaded more than one of its topics)",
+                    status=409,
+                )
+            time.sleep(0.2)

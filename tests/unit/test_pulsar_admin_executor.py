@@ -22,6 +22,7 @@ class Recorder(ThreadingHTTPServer):
     requests: list[dict[str, Any]]
     status: int = 204
     reply: bytes = b""
+    routes: dict[str, bytes]  # GET path -> 200 with this body (a namespace's bundle list)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -39,11 +40,13 @@ class Handler(BaseHTTPRequestHandler):
                 "headers": dict(self.headers),
             }
         )
-        self.send_response(self.server.status)
-        self.send_header("Content-Length", str(len(self.server.reply)))
+        routed = self.server.routes.get(url.path) if self.command == "GET" else None
+        status, reply = (200, routed) if routed is not None else (self.server.status, self.server.reply)
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(reply)))
         self.send_header("Content-Type", "application/json")
         self.end_headers()
-        self.wfile.write(self.server.reply)
+        self.wfile.write(reply)
 
     do_PUT = do_GET = _record
 
@@ -55,6 +58,7 @@ class Handler(BaseHTTPRequestHandler):
 def server() -> Iterator[Recorder]:
     srv = Recorder(("127.0.0.1", 0), Handler)
     srv.requests = []
+    srv.routes = {}
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     yield srv
@@ -67,7 +71,14 @@ def url(srv: Recorder) -> str:
 
 
 def executor(srv: Recorder, token: str | None = None) -> PulsarAdminExecutor:
-    return PulsarAdminExecutor(PulsarAdmin(url(srv), token=token))
+    return PulsarAdminExecutor(PulsarAdmin(url(srv), token=token), split_seen_within_s=0.5)
+
+
+DEFAULT_BUNDLES = "/admin/v2/namespaces/public/default/bundles"
+
+
+def _boundaries(*cuts: int) -> bytes:
+    return json.dumps({"boundaries": [f"0x{c:08x}" for c in cuts], "numBundles": len(cuts) - 1}).encode()
 
 
 def test_unload_to_a_destination(server: Recorder) -> None:
@@ -91,13 +102,21 @@ def test_unload_without_destination_lets_pulsar_place(server: Recorder) -> None:
 
 def test_split_with_algorithm_and_positions(server: Recorder) -> None:
     ex = executor(server)
-    ex.split(
+    server.routes[DEFAULT_BUNDLES] = _boundaries(0, 0x10000000, 0x20000000, 0x40000000, 0xFFFFFFFF)
+    children = ex.split(
         "public/default/0x00000000_0x40000000",
         "specified_positions_divide",
         [0x10000000, 0x20000000],
         unload=True,
     )
-    (req,) = server.requests
+    # The children, read back from Pulsar's bundle list after the split.
+    assert children == [
+        "public/default/0x00000000_0x10000000",
+        "public/default/0x10000000_0x20000000",
+        "public/default/0x20000000_0x40000000",
+    ]
+    req, listed = server.requests
+    assert listed["method"] == "GET" and listed["path"] == DEFAULT_BUNDLES
     assert req["path"] == "/admin/v2/namespaces/public/default/0x00000000_0x40000000/split"
     assert req["query"] == {"unload": ["true"], "splitAlgorithmName": ["specified_positions_divide"]}
     assert json.loads(req["body"]) == [268435456, 536870912]
@@ -105,10 +124,22 @@ def test_split_with_algorithm_and_positions(server: Recorder) -> None:
 
 
 def test_split_with_the_brokers_default_algorithm(server: Recorder) -> None:
+    server.routes[DEFAULT_BUNDLES] = _boundaries(0, 0x20000000, 0x40000000, 0xFFFFFFFF)
     executor(server).split("public/default/0x00000000_0x40000000", None, None)
-    (req,) = server.requests
+    req = server.requests[0]
     assert req["query"] == {"unload": ["false"]}
     assert req["body"] == b""
+
+
+def test_a_split_pulsar_answers_but_does_not_make_is_a_409_naming_the_bundle(server: Recorder) -> None:
+    # Pulsar answers 204 to specified_positions_divide on a bundle with one loaded topic, and does
+    # nothing: the bundle list still holds it after the wait.
+    server.routes[DEFAULT_BUNDLES] = _boundaries(0, 0x40000000, 0xFFFFFFFF)
+    with pytest.raises(ExecutorError) as e:
+        executor(server).split("public/default/0x00000000_0x40000000", None, [0x10000000])
+    assert e.value.status == 409
+    assert "0x00000000_0x40000000" in str(e.value) and "not split" in str(e.value)
+    assert [r["method"] for r in server.requests][:2] == ["PUT", "GET"]
 
 
 def test_v1_namespace_uses_the_unversioned_resource(server: Recorder) -> None:

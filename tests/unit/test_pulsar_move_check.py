@@ -109,3 +109,13 @@ def test_a_failed_unload_again_is_logged_and_dropped() -> None:
     jobs._expect_move(B, D, "overloaded", 1_000)
     assert jobs._check_moves(_owned_by(X), 2_000) == 0  # type: ignore[arg-type]
     assert jobs._pending_moves == {} and jobs.records == []
+
+
+def test_an_operators_move_is_followed_up_as_an_operators_decision() -> None:
+    ex = _Executor()
+    jobs = _Jobs(ex)
+    jobs._expect_move(B, D, "manual_unload", 1_000, kind="manual")
+    assert jobs._check_moves(_owned_by(S), 2_000) == 1  # Pulsar put it back where it was
+    assert ex.calls == [(B, S, D, "destination_not_honoured")]
+    kind, why, _ = jobs.records[0]
+    assert kind == "manual" and why.numbers["decidedReason"] == "manual_unload"
