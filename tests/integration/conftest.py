@@ -24,6 +24,9 @@ from service.leader.service import LoadManagerService
 from service.settings import Settings
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import Assignment, ZkStore
+from service.zookeeper.server.launcher import EmbeddedZooKeeper
+from service.zookeeper.server.server_config import ServerTls
+from tests.integration.tls_files import TlsFiles, make_ca
 from tests.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,3 +238,16 @@ class OwnershipChecker(threading.Thread):
         wait_for(lambda: self.samples >= start + 2, 10, what="the ownership checker to sample the end state")
         self._halt.set()
         self.join(timeout=5)
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> TlsFiles:
+    """A fresh CA and a server certificate for 127.0.0.1 signed by it (tests/integration/tls_files.py)."""
+    return make_ca(tmp_path / "ca")
+
+
+@pytest.fixture
+def tls_zk(tls: TlsFiles) -> Iterator[EmbeddedZooKeeper]:
+    """A ZooKeeper that accepts TLS clients only, with ``tls``'s server certificate."""
+    with EmbeddedZooKeeper(tls=ServerTls(tls.keystore, tls.ca)) as zk:
+        yield zk

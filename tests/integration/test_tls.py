@@ -25,7 +25,6 @@ from service.settings import Settings
 from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.server.launcher import EmbeddedZooKeeper
 from service.zookeeper.server.process import free_port
-from service.zookeeper.server.server_config import ServerTls
 from service.zookeeper.session.security import ZkSecurity
 from tests.integration.conftest import ROOT, fast_config, wait_for
 from tests.integration.tls_files import TlsFiles, make_ca
@@ -35,17 +34,6 @@ pytestmark = pytest.mark.integration
 TOKEN = "tls-admin-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 CREDS = "loadmgr:tls-digest"
-
-
-@pytest.fixture
-def tls(tmp_path: Path) -> TlsFiles:
-    return make_ca(tmp_path / "ca")
-
-
-@pytest.fixture
-def tls_zk(tls: TlsFiles) -> Iterator[EmbeddedZooKeeper]:
-    with EmbeddedZooKeeper(tls=ServerTls(tls.keystore, tls.ca)) as zk:
-        yield zk
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ and creates nodes that are not world-writable."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,23 +17,11 @@ from service.settings import Settings
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.server.launcher import EmbeddedZooKeeper
-from service.zookeeper.server.server_config import ServerTls
-from tests.integration.tls_files import TlsFiles, make_ca
+from tests.integration.tls_files import TlsFiles
 
 pytestmark = pytest.mark.integration
 
 CREDS = "loadmgr:every-client"
-
-
-@pytest.fixture
-def tls(tmp_path: Path) -> TlsFiles:
-    return make_ca(tmp_path / "ca")
-
-
-@pytest.fixture
-def tls_zk(tls: TlsFiles) -> Iterator[EmbeddedZooKeeper]:
-    with EmbeddedZooKeeper(tls=ServerTls(tls.keystore, tls.ca)) as zk:
-        yield zk
 
 
 def _longterm_args(zk: str) -> argparse.Namespace:
