@@ -172,7 +172,6 @@ class OwnershipFollower:
                 self._dirty_owner |= known
                 self._resync = False
             list_hints, self._list_hints = self._list_hints, False
-            unreleased = set(self._unreleased)
             dirty_assign, self._dirty_assign = self._dirty_assign, set()
             dirty_owner, self._dirty_owner = self._dirty_owner, set()
         try:
@@ -188,7 +187,7 @@ class OwnershipFollower:
             self._take(sorted(b for b in dirty_owner if b in self._assigned and b not in self.owned))
             with self._lock:  # assigned here again: its node is ours to keep (the take re-serves it)
                 self._unreleased -= set(self._assigned)
-            unreleased -= set(self._assigned)
+                unreleased = set(self._unreleased)
             self._release(sorted((self.owned | unreleased) - set(self._assigned)))
             self._check_own_nodes(held_before & self.owned)
             self._tidy_hints(dirty_assign)  # last: nobody waits for it

@@ -114,18 +114,25 @@ def test_moves_hand_over_at_once_and_idle_agents_read_nothing(
     assert p99 <= 250, got.summary()
 
 
-def test_a_release_cut_off_by_a_connection_loss_is_finished_after(cluster: Cluster) -> None:
-    """The old owner stops serving, then its delete of the ownership node meets a connection loss
-    (the member it talks to dies, as in the ensemble test): the session lives on, so the node does
-    too, and the new owner waits on it. The release must be finished once the step runs again."""
+def _b1_owns_two(cluster: Cluster, ns: str) -> tuple[list[str], BrokerAgent, BrokerAgent, ZkExecutor]:
+    """Two bundles of ``ns`` owned by b1's agent, b2's agent idle, and an executor to move them."""
     config = fast_config()
-    cluster.scenario(Scenario(namespaces={"t/cut": 2}))
+    cluster.scenario(Scenario(namespaces={ns: 2}))
     bundles = sorted(cluster.bundles())
     for b in bundles:
         assign(cluster.admin, b, B1)
     src = cluster.agent(B1, config)
     dst = cluster.agent(B2, config)
     wait_for(lambda: src.owned() == set(bundles), 20, what="b1 owns both bundles")
+    epoch = cluster.admin.bump_epoch("test-leader")
+    return bundles, src, dst, ZkExecutor(cluster.admin, lambda: epoch)
+
+
+def test_a_release_cut_off_by_a_connection_loss_is_finished_after(cluster: Cluster) -> None:
+    """The old owner stops serving, then its delete of the ownership node meets a connection loss
+    (the member it talks to dies, as in the ensemble test): the session lives on, so the node does
+    too, and the new owner waits on it. The release must be finished once the step runs again."""
+    bundles, src, dst, executor = _b1_owns_two(cluster, "t/cut")
     client = src.follower._store.client
     real_delete = client.delete_async
     failed: list[str] = []
@@ -139,8 +146,7 @@ def test_a_release_cut_off_by_a_connection_loss_is_finished_after(cluster: Clust
         return real_delete(path, version=version)
 
     client.delete_async = delete_once_lost  # type: ignore[method-assign]
-    epoch = cluster.admin.bump_epoch("test-leader")
-    ZkExecutor(cluster.admin, lambda: epoch).unload(bundles[0], B1, B2, "test move")
+    executor.unload(bundles[0], B1, B2, "test move")
     wait_for(lambda: bool(failed), 20, what="the release's delete to meet the connection loss")
     wait_for(lambda: bundles[0] in dst.owned(), 20, what=f"{B2} to take {bundles[0]} after the cut release")
     assert bundles[0] not in src.owned() and bundles[1] in src.owned()
@@ -150,17 +156,9 @@ def test_a_bundle_moved_away_while_serving_was_stopped_is_still_released(cluster
     """Cut off long enough, an agent stops serving (its session may expire); if the session lives on,
     its nodes do too. A bundle moved away meanwhile must still be released when the agent is back,
     though it is no longer among those it serves (the ensemble test's move waited forever on one)."""
-    config = fast_config()
-    cluster.scenario(Scenario(namespaces={"t/cutoff": 2}))
-    bundles = sorted(cluster.bundles())
-    for b in bundles:
-        assign(cluster.admin, b, B1)
-    src = cluster.agent(B1, config)
-    dst = cluster.agent(B2, config)
-    wait_for(lambda: src.owned() == set(bundles), 20, what="b1 owns both bundles")
-    epoch = cluster.admin.bump_epoch("test-leader")
+    bundles, src, dst, executor = _b1_owns_two(cluster, "t/cutoff")
     src.follower.stop_serving()  # what the agent does after a third of its session timeout cut off
     with src.follower._lock:  # its next step sees the stop and the move together
-        ZkExecutor(cluster.admin, lambda: epoch).unload(bundles[0], B1, B2, "test move")
+        executor.unload(bundles[0], B1, B2, "test move")
     wait_for(lambda: bundles[0] in dst.owned(), 20, what=f"{B2} to take {bundles[0]}")
     wait_for(lambda: src.owned() == {bundles[1]}, 20, what="b1 serving the bundle still assigned to it")
