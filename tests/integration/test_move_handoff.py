@@ -23,6 +23,7 @@ from service.zookeeper.forensics.handoff import handoffs
 from service.zookeeper.forensics.txnlog import merged_history
 from service.zookeeper.server.launcher import EmbeddedZooKeeper, ZooKeeperLaunchError
 from tests.integration.conftest import Cluster, OwnershipChecker, assign, fast_config, wait_for
+from tests.timing import scaled
 
 pytestmark = pytest.mark.integration
 
@@ -108,10 +109,12 @@ def test_moves_hand_over_at_once_and_idle_agents_read_nothing(
     assert got.pending == 0
     p50, p99 = got.percentile(0.5), got.percentile(0.99)
     assert p50 is not None and p99 is not None
-    # Targets (docs/ownership.md): p50 <= 50 ms, p99 <= 250 ms. The polling agent this replaces
-    # waited for its next poll, about half its 1 s period per move (300 ms polls here: ~150 ms).
-    assert p50 <= 50, got.summary()
-    assert p99 <= 250, got.summary()
+    # Targets (docs/ownership.md) on a quiet machine: p50 <= 50 ms, p99 <= 250 ms (14-19 / 28-199 ms
+    # measured quiet). The polling agent this replaces waited for its next poll, about half its period
+    # per move (300 ms polls here: ~150 ms). Stretched by the machine's load like every budget of the
+    # suite (tests/timing.py): with both cores kept busy the same handoffs took p50 57 ms.
+    assert p50 <= 1000 * scaled(0.050), got.summary()
+    assert p99 <= 1000 * scaled(0.250), got.summary()
 
 
 def _b1_owns_two(cluster: Cluster, ns: str) -> tuple[list[str], BrokerAgent, BrokerAgent, ZkExecutor]:
