@@ -145,6 +145,29 @@ def serve(pulsar_cluster: PulsarCluster, tmp_path: Path) -> Iterator[Callable[..
             wait_for(lambda: s.readyz()["status"] == "ready", 60, f"serve on {port} ready\n{s.log_tail()}")
         return s
 
+    start.started = started  # type: ignore[attr-defined] # read by the report hook below
     yield start
     for s in started:
         s.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test of this tier shows what each loadmgr process logged and decided: the cause is
+    usually there (a CI run keeps nothing else)."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    start = getattr(item, "funcargs", {}).get("serve")
+    for s in getattr(start, "started", []):
+        try:
+            decided = "\n".join(
+                f"{d.get('timeMs')} {d.get('kind')} {d.get('bundle')} {d.get('source')} -> "
+                f"{d.get('destination')}: {d.get('explanation', {}).get('reason')}"
+                for d in s.decisions()
+            )
+        except (httpx.HTTPError, OSError, ValueError, KeyError) as e:
+            decided = f"(not read: {e!r})"
+        report.sections.append((f"loadmgr serve {s.url}: log", s.log_tail(80)))
+        report.sections.append((f"loadmgr serve {s.url}: decisions", decided))

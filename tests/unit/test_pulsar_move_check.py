@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from service.errors import ServiceError
-from service.leader.pulsar_moves import REISSUES, UNOWNED_FOR_MS, PulsarMoveCheck
+from service.leader.pulsar_moves import REFUSALS, REISSUES, UNOWNED_FOR_MS, PulsarMoveCheck
 from service.zookeeper.metadata.records import Owner
 
 B = "public/skewed/0x00000000_0x20000000"
@@ -104,11 +104,21 @@ def test_zookeeper_native_mode_and_moves_without_destination_are_not_watched() -
     assert jobs._pending_moves == {}
 
 
-def test_a_failed_unload_again_is_logged_and_dropped() -> None:
-    jobs = _Jobs(_Executor(fail=True))
+def test_an_unload_again_pulsar_refuses_is_tried_at_the_next_refresh_a_bounded_number_of_times() -> None:
+    ex = _Executor(fail=True)
+    jobs = _Jobs(ex)
     jobs._expect_move(B, D, "overloaded", 1_000)
-    assert jobs._check_moves(_owned_by(X), 2_000) == 0  # type: ignore[arg-type]
-    assert jobs._pending_moves == {} and jobs.records == []
+    for i in range(REFUSALS - 1):
+        assert jobs._check_moves(_owned_by(X), 2_000 + i) == 0  # type: ignore[arg-type]
+        assert B in jobs._pending_moves and jobs.records == []  # still followed
+    ex.fail = False  # the bundle's move in Pulsar is over: the next try goes through
+    assert jobs._check_moves(_owned_by(X), 3_000) == 1  # type: ignore[arg-type]
+    assert ex.calls == [(B, X, D, "destination_not_honoured")]
+    jobs2 = _Jobs(_Executor(fail=True))
+    jobs2._expect_move(B, D, "overloaded", 1_000)
+    for i in range(REFUSALS):
+        jobs2._check_moves(_owned_by(X), 2_000 + i)  # type: ignore[arg-type]
+    assert jobs2._pending_moves == {} and jobs2.records == []  # refused every time: left there
 
 
 def test_an_operators_move_is_followed_up_as_an_operators_decision() -> None:
