@@ -38,6 +38,10 @@ class StaleWrite(ServiceError):
     """A compare-and-set write lost a race (the node changed, or this instance is no longer leader)."""
 
 
+class BundleBusy(ServiceError):
+    """An unload or split of the bundle is under way (Pulsar mode): two at once would race in Pulsar."""
+
+
 class ExecutorError(ServiceError):
     """A move or split the executor could not carry out (e.g. Pulsar's admin API refused it)."""
 

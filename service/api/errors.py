@@ -29,7 +29,7 @@ from balancer.errors import (
     UnknownBundle,
     UnknownNamespace,
 )
-from service.errors import AdminRequired, ExecutorError, NotLeader, StaleWrite, StoreUnavailable
+from service.errors import AdminRequired, BundleBusy, ExecutorError, NotLeader, StaleWrite, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StaleWrite)
     async def _stale(_: Request, exc: StaleWrite) -> JSONResponse:
         return _error(409, "StaleWrite", {"reason": str(exc)})
+
+    @app.exception_handler(BundleBusy)
+    async def _busy(_: Request, exc: BundleBusy) -> JSONResponse:
+        return _error(409, "BundleBusy", {"reason": str(exc)})
 
     @app.exception_handler(ExecutorError)
     async def _executor(_: Request, exc: ExecutorError) -> JSONResponse:

@@ -136,15 +136,23 @@ class LeaderJobs(SplitJobs, WriteWindow, PulsarMoveCheck):
         return plan
 
     def _apply_moves(self, plan: CyclePlan) -> int:
-        """One executor call per move (a remote admin API): stop at the first fenced refusal."""
+        """One executor call per move (a remote admin API): stop at the first fenced refusal.
+
+        Pulsar's unload answers once the bundle's topics are closed, a second or more each: the
+        service lock is let go for each call (the bundle in flight), so operators and REST never wait
+        for a cycle's unloads."""
         applied = 0
         for move in plan.moves:
             if not self.is_leader():
                 log.warning("leadership lost mid-cycle; %s stays on %s", move.bundle, move.source)
                 self.view.load.recently_unloaded_bundles.pop(move.bundle, None)
                 break
+            if move.bundle in self.in_flight:
+                self._refused(move, "an operator's unload or split of it is under way", quiet=True)
+                continue
             try:
-                self.executor.unload(move.bundle, move.source, move.destination, move.explanation.reason)
+                with self._writing((move.bundle,)):
+                    self.executor.unload(move.bundle, move.source, move.destination, move.explanation.reason)
             except ServiceError as e:
                 self._refused(move, str(e))
                 if isinstance(e, StaleWrite):

@@ -15,7 +15,7 @@ from balancer.bundles import split_bundle_name, topic_namespace
 from balancer.errors import UnknownBroker, UnknownBundle
 from balancer.explain import explain
 from balancer.placement.pipeline import select_broker
-from service.errors import AdminRequired, NotLeader, StoreUnavailable
+from service.errors import AdminRequired, BundleBusy, NotLeader, StoreUnavailable
 from service.leader.clock import now_ms
 from service.leader.cluster_view import DecisionRecord
 
@@ -81,6 +81,13 @@ class ManualOperations:
                 raise NotLeader(None, f"this instance is not the leader and will not forward: {why}")
             raise NotLeader(url)
 
+    def _require_idle(self, bundle: str) -> None:
+        """Pulsar mode: one unload or split of a bundle at a time. Pulsar's admin API would take a
+        second one mid-move and answer it or not depending on timing; ZooKeeper-native writes are
+        compare-and-set, so there the second simply loses."""
+        if self.executor.remote_split and bundle in self.jobs.in_flight:
+            raise BundleBusy(f"{bundle}: an unload or split of it is under way; ask again when it is done")
+
     def unload(
         self, bundle: str, destination: str | None = None, principal: str | None = None
     ) -> DecisionRecord:
@@ -118,7 +125,11 @@ class ManualOperations:
                 principal=principal,
             )
             self._require_may_act()
-            self.executor.unload(bundle, source, destination, why.reason)
+            self._require_idle(bundle)
+            # Pulsar's unload answers once the bundle's topics are closed: the lock is let go
+            # meanwhile (the bundle in flight), so the leader's jobs and REST go on.
+            with self.jobs._writing((bundle,)):
+                self.executor.unload(bundle, source, destination, why.reason)
             # Pulsar mode: where it lands is looked at, and it is unloaded there again if Pulsar
             # placed it elsewhere (service/leader/pulsar_moves.py).
             self.jobs._expect_move(bundle, destination, why.reason, now, kind="manual")
@@ -154,6 +165,7 @@ class ManualOperations:
                 principal=principal,
             )
             self._require_may_act()
+            self._require_idle(bundle)
             record = self.jobs.split(
                 bundle,
                 algorithm,

@@ -22,6 +22,8 @@ destination that left, a bundle that was split or deleted, a lost leadership: dr
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from contextlib import _GeneratorContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +61,9 @@ class PulsarMoveCheck:
         metrics: MetricsSink
         reissued_moves: int
         _pending_moves: dict[str, _Pending]
+        in_flight: frozenset[str]
+
+        def _writing(self, bundles: Iterable[str]) -> _GeneratorContextManager[None]: ...
 
         @property
         def zk_native(self) -> bool: ...
@@ -83,14 +88,16 @@ class PulsarMoveCheck:
         live = snap.live_bundles()
         sent = 0
         for bundle, p in sorted(pending.items()):
+            if bundle in self.in_flight:  # an unload of it is under way (the lock let go meanwhile)
+                continue
             owner = snap.owners.get(bundle)
             where = owner.broker if owner is not None else None
             if bundle not in live or p.destination not in snap.brokers or where == p.destination:
-                del pending[bundle]
+                pending.pop(bundle, None)
                 continue
             if where is None:
                 if now_ms - p.since_ms > UNOWNED_FOR_MS:
-                    del pending[bundle]
+                    pending.pop(bundle, None)
                 continue
             if p.reissued >= REISSUES or not self.is_leader():
                 log.warning(
@@ -101,7 +108,7 @@ class PulsarMoveCheck:
                     p.reissued + 1,
                     p.destination,
                 )
-                del pending[bundle]
+                pending.pop(bundle, None)
                 continue
             why = explain(
                 "destination_not_honoured",
@@ -113,7 +120,10 @@ class PulsarMoveCheck:
                 reissue=p.reissued + 1,
             )
             try:
-                self.executor.unload(bundle, where, p.destination, why.reason)
+                # Pulsar's unload takes a second or more: the service lock is let go meanwhile, so an
+                # operator's unload may replace this entry; it is only this attempt's bookkeeping.
+                with self._writing((bundle,)):
+                    self.executor.unload(bundle, where, p.destination, why.reason)
             except ServiceError as e:
                 p.refused += 1
                 log.warning(
@@ -124,7 +134,7 @@ class PulsarMoveCheck:
                     REFUSALS,
                     e,
                 )
-                if p.refused >= REFUSALS:
+                if p.refused >= REFUSALS and pending.get(bundle) is p:
                     del pending[bundle]
                 continue
             p.reissued += 1

@@ -8,7 +8,8 @@ reconcile, so a split's children are placed exactly as the reconcile job would p
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import _GeneratorContextManager
 from typing import TYPE_CHECKING, Any
 
 from balancer.bundles import split_bundle_name
@@ -50,9 +51,12 @@ class SplitJobs:
         view: LoadView
         metrics: MetricsSink
         is_leader: Callable[[], bool]
+        in_flight: frozenset[str]
 
         @property
         def zk_native(self) -> bool: ...
+
+        def _writing(self, bundles: Iterable[str]) -> _GeneratorContextManager[None]: ...
 
         def _record(self, kind: Any, explanation: Explanation, **kw: Any) -> DecisionRecord: ...
 
@@ -72,6 +76,8 @@ class SplitJobs:
         for cand in find_bundles_to_split(self.view.load, config, counts):
             if not self.is_leader():
                 break
+            if cand.bundle in self.in_flight:  # an operator's unload or split of it is under way
+                continue
             unload, unload_why = split_unload(cand.bundle, cand.broker, self.view.load, config, self.view.ctx)
             cand.explanation.numbers.update(unload=unload, unloadReason=unload_why.reason)
             try:
@@ -113,7 +119,9 @@ class SplitJobs:
         owner = snap.owners.get(bundle)
         alg = resolve_algorithm(algorithm, config)  # 412 for a name outside the supported list
         if self.executor.remote_split:
-            children = self.executor.split(bundle, algorithm, positions, unload=unload)
+            # Pulsar's split, then its bundle list read back for up to 10 s: the lock let go meanwhile.
+            with self._writing((bundle,)):
+                children = self.executor.split(bundle, algorithm, positions, unload=unload)
         else:
             if alg not in TOPIC_FREE_ALGORITHMS:
                 raise InvalidInput(

@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 import service.leader.jobs as jobs_module
+from balancer.cycle import Move
+from balancer.explain import explain
 from service.broker.workload import Scenario
+from service.errors import BundleBusy
 from service.zookeeper import paths as P
 from tests.integration.conftest import Cluster, fast_config, wait_for
 
@@ -24,6 +27,92 @@ def _in_thread(fn: Callable[[], Any], timeout: float = 10.0) -> Any:
     t.join(timeout)
     assert not t.is_alive(), "blocked behind the job's writes"
     return out[0]
+
+
+def _raised_in_thread(fn: Callable[[], Any], timeout: float = 10.0) -> BaseException | None:
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as e:  # handed to the test
+            out.append(e)
+
+    out: list[BaseException] = []
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), "blocked behind the job's unload"
+    return out[0] if out else None
+
+
+class _RemoteAdmin:
+    """An executor like Pulsar's admin API: splits computed far away, and an unload that answers once
+    the far side has closed the bundle's topics (here: once the test lets it)."""
+
+    name = "remote"
+    remote_split = True
+
+    def __init__(self, hold: str) -> None:
+        self.hold = hold
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.unloads: list[tuple[str, str | None]] = []
+
+    def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
+        self.unloads.append((bundle, destination))
+        if bundle == self.hold and not self.release.is_set():
+            self.entered.set()
+            assert self.release.wait(30)
+
+    def split(self, bundle: str, algorithm: str | None, positions: Any, unload: bool = False) -> list[str]:
+        return []
+
+
+def test_a_remote_executors_unloads_let_the_lock_go(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pulsar mode: a cycle's unload waits on Pulsar's admin API for a second or more per move. The
+    lock is let go meanwhile: another bundle's manual unload, a config update and a dry run go through;
+    the bundle being unloaded is refused (409 BundleBusy) rather than unloaded twice at once."""
+    config = fast_config()
+    cluster.scenario(Scenario(namespaces={"first/ns": 4}))
+    cluster.agent("b1:8080", config)
+    cluster.agent("b2:8080", config)
+    held, other = sorted(cluster.bundles())[:2]
+    remote = _RemoteAdmin(held)
+    real = jobs_module.plan_shedding_cycle
+
+    def one_move(*a: Any, **kw: Any) -> Any:
+        plan = real(*a, **kw)
+        plan.moves = [
+            Move(held, "b1:8080", "b2:8080", explain("overloaded", "the test's move", subject=held))
+        ]
+        return plan
+
+    monkeypatch.setattr(jobs_module, "plan_shedding_cycle", one_move)
+    svc = cluster.service("s1:7043", config, executor=remote)
+    wait_for(remote.entered.is_set, 30, what="a shedding cycle's unload under way")
+    try:
+        assert held in svc.jobs.in_flight
+        assert _raised_in_thread(lambda: svc.unload(other, "b2:8080", principal="test")) is None
+        assert (other, "b2:8080") in remote.unloads
+        busy = _raised_in_thread(lambda: svc.unload(held, "b1:8080", principal="test"))
+        assert isinstance(busy, BundleBusy) and held in str(busy), busy
+        busy = _raised_in_thread(lambda: svc.split(held, principal="test"))
+        assert isinstance(busy, BundleBusy), busy
+        assert (
+            _raised_in_thread(
+                lambda: svc.update_config({"loadBalancerBrokerOverloadedThresholdPercentage": 84})
+            )
+            is None
+        )
+        assert _raised_in_thread(svc.dry_run) is None
+    finally:
+        remote.release.set()
+    wait_for(lambda: held not in svc.jobs.in_flight, 20, what="the cycle's unload answered")
+    wait_for(
+        lambda: any(d.bundle == held and d.kind == "shedding" for d in svc.decisions()),
+        20,
+        what="the cycle's move recorded once its unload answered",
+    )
 
 
 def test_manual_operations_do_not_wait_for_a_jobs_writes(

@@ -4,11 +4,13 @@ destination it decided, a bounded number of times, each recorded as a decision."
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from service.errors import ServiceError
 from service.leader.pulsar_moves import REFUSALS, REISSUES, UNOWNED_FOR_MS, PulsarMoveCheck
+from service.leader.write_window import WriteWindow
 from service.zookeeper.metadata.records import Owner
 
 B = "public/skewed/0x00000000_0x20000000"
@@ -36,9 +38,11 @@ class _Executor:
         self.calls.append((bundle, source, destination, reason))
 
 
-class _Jobs(PulsarMoveCheck):
+class _Jobs(PulsarMoveCheck, WriteWindow):
     def __init__(self, executor: _Executor, zk_native: bool = False) -> None:
         self.executor = executor  # type: ignore[assignment]
+        self.in_flight = frozenset()
+        self.unlocked = contextlib.nullcontext
         self._native = zk_native
         self._pending_moves = {}
         self.reissued_moves = 0
@@ -129,3 +133,14 @@ def test_an_operators_move_is_followed_up_as_an_operators_decision() -> None:
     assert ex.calls == [(B, S, D, "destination_not_honoured")]
     kind, why, _ = jobs.records[0]
     assert kind == "manual" and why.numbers["decidedReason"] == "manual_unload"
+
+
+def test_a_bundle_in_flight_is_left_to_the_unload_under_way() -> None:
+    ex = _Executor()
+    jobs = _Jobs(ex)
+    jobs._expect_move(B, D, "overloaded", 1_000)
+    jobs.in_flight = frozenset({B})  # an operator's unload of it runs with the lock let go
+    assert jobs._check_moves(_owned_by(X), 2_000) == 0  # type: ignore[arg-type]
+    assert ex.calls == [] and B in jobs._pending_moves
+    jobs.in_flight = frozenset()
+    assert jobs._check_moves(_owned_by(X), 3_000) == 1  # type: ignore[arg-type]
