@@ -8,6 +8,7 @@ over a fresh refresh of the view, and is logged beside the jobs' decisions.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 
 # The service's logger, as before these moved here: log settings keyed on its name still apply.
 log = logging.getLogger("service.leader.service")
+# How long an operator's unload or split waits for one of the same bundle under way (Pulsar mode):
+# Pulsar's unload answers in seconds; its split and the read-back take up to about 10 s more.
+BUSY_WAIT_S = 30.0
 
 
 class ManualOperations:
@@ -84,9 +88,20 @@ class ManualOperations:
     def _require_idle(self, bundle: str) -> None:
         """Pulsar mode: one unload or split of a bundle at a time. Pulsar's admin API would take a
         second one mid-move and answer it or not depending on timing; ZooKeeper-native writes are
-        compare-and-set, so there the second simply loses."""
-        if self.executor.remote_split and bundle in self.jobs.in_flight:
-            raise BundleBusy(f"{bundle}: an unload or split of it is under way; ask again when it is done")
+        compare-and-set, so there the second simply loses. The operator's request waits (the lock let
+        go) for the one under way, up to :data:`BUSY_WAIT_S`, then goes ahead on what it left."""
+        if not self.executor.remote_split:
+            return
+        deadline = time.monotonic() + BUSY_WAIT_S
+        while bundle in self.jobs.in_flight:
+            if time.monotonic() >= deadline:
+                raise BundleBusy(
+                    f"{bundle}: an unload or split of it has been under way for over {BUSY_WAIT_S:.0f} s; "
+                    "ask again when it is done"
+                )
+            with self.jobs.unlocked():
+                time.sleep(0.05)
+        self._require_leader()
 
     def unload(
         self, bundle: str, destination: str | None = None, principal: str | None = None
@@ -94,7 +109,7 @@ class ManualOperations:
         """Move ``bundle`` to ``destination`` (a live broker), or wherever placement puts it."""
         self._require_leader()
         with self._lock:
-            self._require_leader()
+            self._require_idle(bundle)  # before the snapshot: it reads what the one under way left
             now = now_ms()
             snap = self._loadview.refresh(self.store, now, (self._shedder, self._placement))
             if bundle not in snap.live_bundles():
@@ -125,7 +140,6 @@ class ManualOperations:
                 principal=principal,
             )
             self._require_may_act()
-            self._require_idle(bundle)
             # Pulsar's unload answers once the bundle's topics are closed: the lock is let go
             # meanwhile (the bundle in flight), so the leader's jobs and REST go on.
             with self.jobs._writing((bundle,)):
@@ -154,7 +168,7 @@ class ManualOperations:
         also unloads the children, as ``pulsar-admin namespaces split-bundle -u`` (off by default)."""
         self._require_leader()
         with self._lock:
-            self._require_leader()
+            self._require_idle(bundle)
             split_bundle_name(bundle)
             snap = self._loadview.refresh(self.store, now_ms(), (self._shedder, self._placement))
             why = explain(
@@ -165,7 +179,6 @@ class ManualOperations:
                 principal=principal,
             )
             self._require_may_act()
-            self._require_idle(bundle)
             record = self.jobs.split(
                 bundle,
                 algorithm,

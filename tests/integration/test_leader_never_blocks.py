@@ -10,12 +10,14 @@ from typing import Any
 import pytest
 
 import service.leader.jobs as jobs_module
+import service.leader.operations as operations_module
 from balancer.cycle import Move
 from balancer.explain import explain
 from service.broker.workload import Scenario
 from service.errors import BundleBusy
 from service.zookeeper import paths as P
 from tests.integration.conftest import Cluster, fast_config, wait_for
+from tests.timing import scaled
 
 pytestmark = pytest.mark.integration
 
@@ -70,8 +72,9 @@ def test_a_remote_executors_unloads_let_the_lock_go(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Pulsar mode: a cycle's unload waits on Pulsar's admin API for a second or more per move. The
-    lock is let go meanwhile: another bundle's manual unload, a config update and a dry run go through;
-    the bundle being unloaded is refused (409 BundleBusy) rather than unloaded twice at once."""
+    lock is let go meanwhile: another bundle's manual unload, a config update and a dry run go through.
+    An operator's unload of the bundle being unloaded waits for that one to answer, then goes ahead;
+    past ``BUSY_WAIT_S`` it is refused (409 BundleBusy), never sent to Pulsar twice at once."""
     config = fast_config()
     cluster.scenario(Scenario(namespaces={"first/ns": 4}))
     cluster.agent("b1:8080", config)
@@ -89,6 +92,7 @@ def test_a_remote_executors_unloads_let_the_lock_go(
 
     monkeypatch.setattr(jobs_module, "plan_shedding_cycle", one_move)
     svc = cluster.service("s1:7043", config, executor=remote)
+    monkeypatch.setattr(operations_module, "BUSY_WAIT_S", 0.3)
     wait_for(remote.entered.is_set, 30, what="a shedding cycle's unload under way")
     try:
         assert held in svc.jobs.in_flight
@@ -113,6 +117,21 @@ def test_a_remote_executors_unloads_let_the_lock_go(
         20,
         what="the cycle's move recorded once its unload answered",
     )
+    # Held again by the next cycle: an operator's unload of it now waits, then goes ahead.
+    monkeypatch.setattr(operations_module, "BUSY_WAIT_S", 30.0)
+    remote.entered.clear()
+    remote.release.clear()
+    wait_for(remote.entered.is_set, 30, what="the next cycle's unload under way")
+    out: list[BaseException | None] = []
+    waiting = threading.Thread(
+        target=lambda: out.append(_raised_in_thread(lambda: svc.unload(held, "b1:8080"), 30)), daemon=True
+    )
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive() and (held, "b1:8080") not in remote.unloads  # waiting, not sent
+    remote.release.set()
+    waiting.join(scaled(30))
+    assert out == [None] and (held, "b1:8080") in remote.unloads
 
 
 def test_manual_operations_do_not_wait_for_a_jobs_writes(
