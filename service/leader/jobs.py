@@ -1,19 +1,14 @@
-"""The leader's periodic work, one method per APScheduler job, plus the moves they share; the split
-job and manual splits are :mod:`service.leader.split_jobs`, mixed into ``LeaderJobs``.
+"""The leader's periodic work, one method per APScheduler job, plus the moves they share. Mixed into
+``LeaderJobs``: the split job and manual splits (:mod:`service.leader.split_jobs`), the bundle-data
+writer (:mod:`service.leader.bundle_data_job`), plan / write / apply (:mod:`service.leader.write_window`)
+and Pulsar mode's look at where each move landed (:mod:`service.leader.pulsar_moves`).
 
 Every job runs under the service lock: it takes one snapshot (from the watch cache, which the
 service brings up to date before taking the lock), decides purely with ``balancer``, then writes
 in fenced batches (:mod:`service.zookeeper.session.batch`); before writing it re-checks leadership, and
 every write is fenced on the leader epoch (see ``docs/ownership.md``), so a job that outlives its
-leadership writes nothing.
-
-The lock stays held while a job's batches are written (3.75 s for 28,879 moves at 100,000 bundles).
-Releasing it there is not a local change: after the write each job updates shared state (the
-view's cache notes and versions, ``recently_unloaded_bundles``, preallocations, decisions), and
-another job or operator call planning meanwhile would plan on a view without the moves in flight
-(compare-and-set refuses the loser's writes, but its plan, preallocations and refused decisions
-would be wrong). That needs a plan / write / apply split with an in-flight set; REST reads do not
-wait for it (they use published copies), only other jobs and operator actions do.
+leadership writes nothing. While it waits for its writes (ZooKeeper batches, or Pulsar's admin API)
+the lock is let go and the bundles concerned are in flight; deciding is still done under the lock.
 """
 
 from __future__ import annotations
@@ -29,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 from balancer.config import LoadBalancerConfig
 from balancer.cycle import CyclePlan, Move, plan_shedding_cycle
 from balancer.explain import Explanation, explain
-from balancer.loaddata import top_k_bundles_to_write
 from balancer.placement.base import PlacementStrategy, batch_order
 from balancer.placement.pipeline import assign_bundle
 from balancer.shedding.base import LoadSheddingStrategy
 from service.errors import ServiceError, StaleWrite
+from service.leader.bundle_data_job import BundleDataJob
 from service.leader.clock import now_ms
 from service.leader.cluster_view import DecisionLog, DecisionRecord
 from service.leader.executors import Executor, ZkExecutor
@@ -52,7 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class LeaderJobs(SplitJobs, WriteWindow, PulsarMoveCheck):
+class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
     """Shedding cycle, orphan reconciliation, bundle-data writer and (``SplitJobs``) split, for one leader."""
 
     def __init__(
@@ -350,62 +345,3 @@ class LeaderJobs(SplitJobs, WriteWindow, PulsarMoveCheck):
                 done[0][0].key,
             )
         return len(done)
-
-    # ---- bundle data and time averages ---------------------------------------------------------------
-    def write_bundle_data(
-        self, config: LoadBalancerConfig, shedder: LoadSheddingStrategy, placement: PlacementStrategy
-    ) -> int:
-        snap = self.view.refresh(self.store, now_ms(), (shedder, placement))
-        if not self.is_leader():
-            return 0
-        load = self.view.load
-        try:
-            fence = self.assigner.current_fence()
-        except StaleWrite:
-            return 0  # leadership ended since the check above
-        ops: list[Op] = []
-        for bundle in top_k_bundles_to_write(load, config):
-            # Compare-and-set: a node the long-term job changed since the refresh above is left as it
-            # is; the next refresh adopts its longTermData and the write after that goes through.
-            # Fenced on the epoch: a write refused because leadership moved on ends the job.
-            path = P.bundle_data_path(bundle)
-            version = self.view.expected_version(bundle)
-            doc = load.bundle_data[bundle].to_json_dict()
-            ops.append(Op.create(path, doc, bundle) if version == -1 else Op.set(path, doc, version, bundle))
-        result = commit_batches(self.store, ops, fence)
-        for op, version in result.done:
-            self.view.wrote(op.key, version)
-        if result.fenced_out:
-            return len(result.done)
-        conflicts = [op.key for op, _ in result.refused]
-        if conflicts:
-            self.bundle_data_conflicts += len(conflicts)
-            log.info(
-                "bundle data of %d bundle(s) changed by another writer, e.g. %s; not overwritten",
-                len(conflicts),
-                conflicts[0],
-            )
-        self._write_time_averages(snap, fence)
-        # Unlike Pulsar, a bundle in transit keeps its node: only bundles gone from every layout lose it.
-        live = snap.live_bundles()
-        dead = [Op.delete(P.bundle_data_path(b), -1, b) for b in snap.bundle_data_versions if b not in live]
-        for op, _ in commit_batches(self.store, dead, fence).done:
-            self.view.deleted_bundle_data(op.key)
-        return len(result.done)
-
-    def _write_time_averages(self, snap: Snapshot, fence: Any) -> None:
-        """Every live broker's TimeAverageBrokerData written, dead brokers' nodes removed, in batches."""
-        existing = set(self.store.children(P.TIME_AVERAGE))
-        ops = [
-            Op.set(P.time_average_path(b), d.time_average_data.to_json_dict(), -1, b)
-            if b in existing
-            else Op.create(P.time_average_path(b), d.time_average_data.to_json_dict(), b)
-            for b, d in self.view.load.broker_data.items()
-        ]
-        gone = [b for b in existing if b not in snap.brokers]
-        if gone:
-            # A broker that registered after the snapshot has a fresh node here too: only a broker
-            # gone from both the snapshot and the registrations read now loses its time average.
-            registered = set(self.store.broker_ids())
-            ops += [Op.delete(P.time_average_path(b), -1, b) for b in gone if b not in registered]
-        commit_batches(self.store, ops, fence)
