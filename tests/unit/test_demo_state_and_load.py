@@ -3,6 +3,7 @@ lives (a diurnal wave, tenant bursts, a broker leaving and returning)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,24 +21,62 @@ NAMESPACES = {"public/default": 16, **TENANTS}
 
 def test_state_round_trip_and_only_while_the_demo_lives(tmp_path: Path) -> None:
     path = tmp_path / "demo.json"
-    assert write_state(DemoState(os.getpid(), "http://127.0.0.1:1", "127.0.0.1:2", "/h"), path) == path
-    assert read_state(path) == DemoState(os.getpid(), "http://127.0.0.1:1", "127.0.0.1:2", "/h")
+    mine = DemoState(os.getpid(), "http://127.0.0.1:1", "127.0.0.1:2", "/h")
+    assert write_state(mine, path) == path
+    assert read_state(path) == mine
+    remove_state(os.getpid(), path)
+    assert not path.exists()
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )
     write_state(DemoState(int(dead.stdout), "http://127.0.0.1:1", "127.0.0.1:2"), path)
-    assert read_state(path) is None  # a demo killed with -9 leaves a file naming a dead pid
+    assert read_state(path) is None  # a demo killed with -9 leaves a record naming a dead pid
+    assert read_state(path, check_alive=False) == DemoState(
+        int(dead.stdout), "http://127.0.0.1:1", "127.0.0.1:2"
+    )
     remove_state(os.getpid(), path)
     assert path.exists()  # not ours: left alone
     remove_state(int(dead.stdout), path)
     assert not path.exists()
 
 
+def test_two_demos_each_keep_a_record_and_verbs_find_the_newest_then_the_other(tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        first = DemoState(other.pid, "http://127.0.0.1:1", "127.0.0.1:2")
+        second = DemoState(os.getpid(), "http://127.0.0.1:3", "127.0.0.1:4")
+        write_state(first, path)
+        write_state(second, path)
+        assert read_state(path) == second
+        remove_state(os.getpid(), path)  # the second demo stops
+        assert read_state(path) == first  # the first, still running, is found again
+        write_state(second, path)
+        other.kill()
+        other.wait()
+        assert read_state(path) == second
+        remove_state(os.getpid(), path)
+        assert not path.exists()  # the dead demo's record goes with the last live one
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_the_single_record_file_of_an_earlier_loadmgr_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    path.write_text(json.dumps({"pid": os.getpid(), "url": "http://127.0.0.1:7", "zk_hosts": "127.0.0.1:8"}))
+    assert read_state(path) == DemoState(os.getpid(), "http://127.0.0.1:7", "127.0.0.1:8")
+    write_state(DemoState(os.getpid(), "http://127.0.0.1:9", "127.0.0.1:8"), path)
+    assert json.loads(path.read_text())["demos"][0]["url"] == "http://127.0.0.1:9"  # replaced, not doubled
+    assert len(json.loads(path.read_text())["demos"]) == 1
+
+
 @pytest.mark.parametrize(
     "text",
     ["", "[]", "{", '{"pid": "1", "url": "http://x", "zk_hosts": "z"}',
      '{"pid": 1, "url": "ftp://x", "zk_hosts": "z"}', '{"pid": 1, "url": "http://x", "zk_hosts": ""}',
-     '{"pid": -3, "url": "http://x", "zk_hosts": "z"}'],
+     '{"pid": -3, "url": "http://x", "zk_hosts": "z"}', '{"pid": true, "url": "http://x", "zk_hosts": "z"}',
+     '{"demos": 3}', '{"demos": [1, "x", null]}', '{"demos": []}'],
 )  # fmt: skip
 def test_a_malformed_state_file_is_ignored(tmp_path: Path, text: str) -> None:
     path = tmp_path / "demo.json"
