@@ -225,7 +225,9 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
     label, extra = CONTENDERS[name]
     out_dir = Path(args.out)
     settings = {**COMMON, **extra}
-    cluster = PulsarCluster(brokers_count=3, broker_settings=settings, broker_cpus=[args.cpus] * 3)
+    cluster = PulsarCluster(
+        brokers_count=3, broker_settings=settings, broker_cpus=[args.cpus] * 3, own_hosts=args.own_hosts
+    )
     serve: subprocess.Popen[bytes] | None = None
     work: Any = None
     sampler: Sampler | None = None
@@ -356,6 +358,7 @@ def summarise(
         "name": name,
         "label": label,
         "settings": settings,
+        "own_hosts": args.own_hosts,  # a network namespace (own NIC) per broker
         "phases": {p: [a - t0, b - t0] for p, (a, b) in phases.items()},
         "time_to_balance_s": ttb,
         "median_spread_last_minute": end_spread,
@@ -446,6 +449,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rate-scale", type=positive, default=1.0, help="1.0 = 1,400 msg/s, 2,100 when hot")
     p.add_argument("--cpus", type=positive, default=0.4, help="CPU quota per broker (cgroup)")
     p.add_argument("--parallel", type=int, default=1, help="contenders run at the same time")
+    p.add_argument(
+        "--shared-nics",
+        dest="own_hosts",
+        action="store_false",
+        help="brokers on loopback, all reading the host's NICs (default: a network namespace each, so "
+        "each broker's NIC reading is its own; needs root)",
+    )
     p.add_argument("--out", default="bench/results/head_to_head", help="directory for JSON, logs, plots")
     p.add_argument(
         "--report-only", action="store_true", help="table and plots from the JSON already in --out"

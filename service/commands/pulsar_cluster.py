@@ -3,7 +3,8 @@
 ZooKeeper (loadmgr's embedded one, or ``--zk``), Pulsar's cluster metadata, one bookie and N brokers
 running ``ModularLoadManagerImpl`` with their own shedding and auto-split off, ready for
 ``loadmgr serve --mode pulsar`` (the command to run next is printed). ``--own-load-manager`` leaves
-Pulsar's own shedding on instead (what loadmgr is compared against).
+Pulsar's own shedding on instead (what loadmgr is compared against); ``--own-hosts`` gives each
+broker a network namespace of its own (service/pulsar/netns.py), so each reports its own NIC.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ def register(sub: Any) -> None:
         help="Leave the brokers' own shedding and auto-split on (Pulsar balancing itself, no loadmgr)",
     )
     p.add_argument("--load-manager", choices=sorted(LOAD_MANAGERS), default="modular")
+    p.add_argument(
+        "--own-hosts",
+        action="store_true",
+        help="Each broker in a network namespace of its own on a bridge (10.213.n.0/24; needs root), so "
+        "the NIC each reports is its own traffic's; ZooKeeper and the bookie listen on the bridge",
+    )
     p.add_argument(
         "--skewed-load",
         type=float,
@@ -92,6 +99,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--heap-mb", args.heap_mb, "between 64 and 16384")
     if not 1 <= args.bundles <= 1024:
         raise ConfigError("--bundles", args.bundles, "between 1 and 1024")
+    if args.own_hosts and args.zk:
+        raise ConfigError("--zk", args.zk, "--own-hosts starts its own ZooKeeper on the brokers' bridge")
     cluster = PulsarCluster(
         brokers_count=args.brokers,
         cluster=args.cluster,
@@ -100,6 +109,7 @@ def _run(args: argparse.Namespace) -> int:
         broker_settings=broker_settings(args),
         broker_cpus=parse_cpus(args.broker_cpus, args.brokers),
         default_bundles=args.bundles,
+        own_hosts=args.own_hosts,
     )
     stop = threading.Event()
     work: Any = None
@@ -137,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
 def _describe(cluster: Any, args: argparse.Namespace) -> None:
     print(f"Pulsar cluster {cluster.cluster!r} ready in {cluster.startup_seconds:.1f} s", flush=True)
     print(f"  ZooKeeper (metadata and configuration store): {cluster.zk_hosts}")
-    print(f"  bookie: 127.0.0.1:{cluster.bookie_port}")
+    print(f"  bookie: {cluster.host_address}:{cluster.bookie_port}")
     for b in cluster.brokers:
         cpu = (
             f"own cgroup, {b.cpus:g} CPU"
@@ -146,7 +156,8 @@ def _describe(cluster: Any, args: argparse.Namespace) -> None:
             if b.cgroup
             else "host-wide CPU"
         )
-        print(f"  broker {b.broker_id}: {b.web_url}  {b.service_url}  ({cpu}; log {b.log_path})")
+        nic = "; own NIC (network namespace)" if cluster.own_hosts else ""
+        print(f"  broker {b.broker_id}: {b.web_url}  {b.service_url}  ({cpu}{nic}; log {b.log_path})")
     admin = ",".join(b.web_url for b in cluster.brokers)
     print(f"  clients: {cluster.service_url}")
     print(f"  admin:   {admin}")

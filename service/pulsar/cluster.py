@@ -1,6 +1,8 @@
-"""A real Apache Pulsar cluster on loopback: ``loadmgr pulsar-cluster`` and the ``tests/pulsar`` tier.
+"""A real Apache Pulsar cluster on one machine: ``loadmgr pulsar-cluster`` and the ``tests/pulsar`` tier.
 
-What runs, each a ``java`` child of this process with its own ports on 127.0.0.1:
+What runs, each a ``java`` child of this process with its own ports on 127.0.0.1 (with ``own_hosts``:
+each broker in a network namespace of its own, ZooKeeper and the bookie on the host's bridge address,
+see :mod:`service.pulsar.netns`):
 
 * the metadata store: loadmgr's embedded ZooKeeper (or ``zk_hosts`` given), one store for both
   Pulsar's local metadata and its configuration store;
@@ -12,7 +14,8 @@ What runs, each a ``java`` child of this process with its own ports on 127.0.0.1
 
 Each broker runs in its own cgroup (cpu + cpuacct, when ``/sys/fs/cgroup`` is writable), so the CPU
 usage it reports is its own process's, not the host's; ``broker_cpus`` sets a CPU quota per broker
-(heterogeneous brokers). Without cgroups every broker reports the host's CPU.
+(heterogeneous brokers). Without cgroups every broker reports the host's CPU; without ``own_hosts``
+every broker reports the host's NICs (loopback traffic is not counted).
 
 ``stop()`` (also at interpreter exit, and SIGKILL through PR_SET_PDEATHSIG when this process dies)
 terminates every JVM and removes the data directory and cgroups.
@@ -36,6 +39,8 @@ from typing import IO
 
 import httpx
 
+from service.pulsar.broker_conf import BROKER_DEFAULTS
+from service.pulsar.netns import BrokerHosts, netns_unavailable
 from service.pulsar.processes import (
     CGROUP_ROOT,
     cgroups_writable,
@@ -51,41 +56,6 @@ from service.zookeeper.server.process import die_with_parent_prefix, free_port
 log = logging.getLogger(__name__)
 
 
-# Intervals shortened so a test or a bench sees load within seconds (Pulsar's defaults: stats every
-# 60 s, reports at most every 15 min). The host-usage check (CPU, NIC) cannot go below 1 minute.
-BROKER_DEFAULTS: dict[str, str] = {
-    "managedLedgerDefaultEnsembleSize": "1",
-    "managedLedgerDefaultWriteQuorum": "1",
-    "managedLedgerDefaultAckQuorum": "1",
-    "managedLedgerCacheSizeMB": "32",
-    "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
-    "loadBalancerSheddingEnabled": "false",
-    "loadBalancerAutoBundleSplitEnabled": "false",
-    "loadBalancerAutoUnloadSplitBundlesEnabled": "false",
-    "statsUpdateFrequencyInSecs": "5",
-    "statsUpdateInitialDelayInSecs": "5",
-    "loadBalancerReportUpdateMinIntervalMillis": "2000",
-    "loadBalancerReportUpdateThresholdPercentage": "5",
-    "loadBalancerReportUpdateMaxIntervalMinutes": "1",
-    "loadBalancerHostUsageCheckIntervalMinutes": "1",
-    # Loopback is not counted and the host's NIC speed is not readable here: a fixed 1 Gbit/s keeps
-    # the (host-wide, same for every broker) bandwidth figure finite.
-    "loadBalancerOverrideBrokerNicSpeedGbps": "1",
-    "defaultNumberOfNamespaceBundles": "4",
-    "functionsWorkerEnabled": "false",
-    "webSocketServiceEnabled": "false",
-    "transactionCoordinatorEnabled": "false",
-    "brokerDeleteInactiveTopicsEnabled": "false",
-    "brokerShutdownTimeoutMs": "3000",
-    "numIOThreads": "2",
-    "numHttpServerThreads": "8",
-    "numExecutorThreadPoolSize": "2",
-    "numOrderedExecutorThreads": "2",
-    "bookkeeperClientNumIoThreads": "2",
-    "managedLedgerNumSchedulerThreads": "2",
-}
-
-
 @dataclass
 class BrokerProcess:
     index: int
@@ -96,19 +66,20 @@ class BrokerProcess:
     cpus: float | None = None
     proc: subprocess.Popen[bytes] | None = None
     cgroup: str | None = None
+    address: str = "127.0.0.1"  # its own namespace's address with ``own_hosts``
 
     @property
     def broker_id(self) -> str:
         """Pulsar's broker id (``advertisedAddress:webServicePort``): its node under /loadbalance/brokers."""
-        return f"127.0.0.1:{self.web_port}"
+        return f"{self.address}:{self.web_port}"
 
     @property
     def web_url(self) -> str:
-        return f"http://127.0.0.1:{self.web_port}"
+        return f"http://{self.address}:{self.web_port}"
 
     @property
     def service_url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.service_port}"
+        return f"pulsar://{self.address}:{self.service_port}"
 
     @property
     def running(self) -> bool:
@@ -130,6 +101,9 @@ class PulsarCluster:
     base_dir: Path | None = None
     default_bundles: int = 4
     start_timeout_s: float = 240.0
+    # Each broker in a network namespace of its own (service/pulsar/netns.py), so the NIC it reads is
+    # its own; ZooKeeper and the bookie then listen on the host's bridge address instead of loopback.
+    own_hosts: bool = False
     brokers: list[BrokerProcess] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -143,6 +117,8 @@ class PulsarCluster:
         self.bookie_port = 0
         self.startup_seconds: float | None = None
         self.cgroups = False
+        self._hosts: BrokerHosts | None = None
+        self.host_address = "127.0.0.1"  # where ZooKeeper and the bookie listen
 
     # ---- public ----------------------------------------------------------------------------------
     @property
@@ -151,7 +127,7 @@ class PulsarCluster:
 
     @property
     def service_url(self) -> str:
-        return ",".join(f"127.0.0.1:{b.service_port}" for b in self.brokers if b.running).join(
+        return ",".join(f"{b.address}:{b.service_port}" for b in self.brokers if b.running).join(
             ["pulsar://", ""]
         )
 
@@ -169,9 +145,19 @@ class PulsarCluster:
         self.cgroups = cgroups_writable()
         if self.broker_cpus is not None and not self.cgroups:
             raise PulsarLaunchError("broker CPU quotas need a writable cgroup v1 cpu/cpuacct hierarchy")
+        if self.own_hosts and self.zk_hosts is not None:
+            raise PulsarLaunchError(
+                "own_hosts starts its own ZooKeeper on the bridge; zk_hosts cannot be given"
+            )
         try:
+            if self.own_hosts:
+                why = netns_unavailable()
+                if why is not None:
+                    raise PulsarLaunchError(f"brokers on hosts of their own: {why}")
+                self._hosts = BrokerHosts()
+                self.host_address = self._hosts.start()
             if self.zk_hosts is None:
-                self._zk = EmbeddedZooKeeper(heap_mb=256)
+                self._zk = EmbeddedZooKeeper(heap_mb=256, host=self.host_address)
                 self.zk_hosts = self._zk.start()
             self._setup_metadata()
             self._start_bookie()
@@ -216,6 +202,9 @@ class PulsarCluster:
         if self._zk is not None:
             self._zk.stop()
             self._zk = None
+        if self._hosts is not None:
+            self._hosts.close()
+            self._hosts = None
         for f in self._logs:
             with contextlib.suppress(Exception):
                 f.close()
@@ -292,8 +281,8 @@ class PulsarCluster:
             conf,
             {
                 "bookiePort": str(self.bookie_port),
-                "advertisedAddress": "127.0.0.1",
-                "listeningInterface": "lo",
+                "advertisedAddress": self.host_address,
+                "listeningInterface": self._hosts.bridge if self._hosts is not None else "lo",
                 "allowLoopback": "true",
                 "metadataServiceUri": f"zk+null://{self.zk_hosts.split(',')[0]}/ledgers",
                 "journalDirectories": str(bk / "journal"),
@@ -314,7 +303,12 @@ class PulsarCluster:
             "org.apache.bookkeeper.server.Main", ["--conf", str(conf)], "bookie", self.bookie_heap_mb, 256
         )
         wait_port(
-            self.bookie_port, time.monotonic() + 90, self._bookie, "bookie", self.data_dir / "bookie.log"
+            self.bookie_port,
+            time.monotonic() + 90,
+            self._bookie,
+            "bookie",
+            self.data_dir / "bookie.log",
+            host=self.host_address,
         )
 
     def _launch_broker(self, cpus: float | None = None) -> BrokerProcess:
@@ -329,6 +323,7 @@ class PulsarCluster:
             self.data_dir / f"broker-{i}.conf",
             self.data_dir / f"broker-{i}.log",
             cpus,
+            address=self._hosts.add(i) if self._hosts is not None else "127.0.0.1",
         )
         settings = dict(BROKER_DEFAULTS)
         settings.update(
@@ -338,8 +333,8 @@ class PulsarCluster:
                 "configurationMetadataStoreUrl": f"zk:{self.zk_hosts}",
                 "brokerServicePort": str(b.service_port),
                 "webServicePort": str(b.web_port),
-                "bindAddress": "127.0.0.1",
-                "advertisedAddress": "127.0.0.1",
+                "bindAddress": b.address,
+                "advertisedAddress": b.address,
                 "defaultNumberOfNamespaceBundles": str(self.default_bundles),
             }
         )
@@ -354,6 +349,8 @@ class PulsarCluster:
             b.log_path,
         )
         cmd += ["--broker-conf", str(b.conf)]
+        if self._hosts is not None:
+            cmd = self._hosts.prefix(i) + cmd
         if self.cgroups:
             b.cgroup = f"loadmgr-{os.getpid()}-{b.web_port}"
             cmd = in_cgroup(b.cgroup, cpus) + cmd

@@ -44,15 +44,22 @@ def write_properties(path: Path, values: Mapping[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in values.items()), encoding="utf-8")
 
 
-def wait_port(port: int, deadline: float, proc: subprocess.Popen[bytes], name: str, log_path: Path) -> None:
+def wait_port(
+    port: int,
+    deadline: float,
+    proc: subprocess.Popen[bytes],
+    name: str,
+    log_path: Path,
+    host: str = "127.0.0.1",
+) -> None:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace")[-2000:]
             raise PulsarLaunchError(f"{name} exited {proc.returncode}:\n{tail}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1):
             return
         time.sleep(0.3)
-    raise PulsarLaunchError(f"{name} did not listen on 127.0.0.1:{port} in time")
+    raise PulsarLaunchError(f"{name} did not listen on {host}:{port} in time")
 
 
 def terminate(proc: subprocess.Popen[Any], grace: float) -> None:

@@ -58,15 +58,21 @@ def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarC
         import pulsar  # noqa: F401
     except ImportError as e:
         pytest.fail(f"pulsar-client is not installed ({e}); `make setup` installs it")
+    from service.pulsar.netns import netns_unavailable
     from service.pulsar.processes import cgroups_writable
 
-    # A CPU quota per broker makes the CPU each reports its own and large enough to matter.
+    # A CPU quota per broker makes the CPU each reports its own and large enough to matter; a
+    # network namespace per broker does the same for its NIC (service/pulsar/netns.py).
     cpus = [0.4, 0.4, 0.4] if cgroups_writable() else None
+    no_netns = netns_unavailable()
+    if no_netns is not None and os.environ.get("CI"):
+        pytest.fail(f"the real-broker tier runs each broker on a host of its own under CI: {no_netns}")
     cluster = PulsarCluster(
         brokers_count=3,
         broker_cpus=cpus,
         base_dir=tmp_path_factory.mktemp("pulsar"),
         start_timeout_s=scaled(180),
+        own_hosts=no_netns is None,
     )
     cluster.start()
     yield cluster

@@ -121,6 +121,33 @@ def test_beside_the_brokers_it_stays_ready_in_dry_run(
         admin.delete_dynamic_config("loadBalancerAutoBundleSplitEnabled")
 
 
+def test_each_broker_reports_its_own_nic_and_cpu(pulsar_cluster: PulsarCluster) -> None:
+    """A network namespace per broker (service/pulsar/netns.py): the bandwidth in a broker's load
+    report is its own traffic's, so a strategy that weighs bandwidth sees unequal brokers; on shared
+    loopback every broker read the same host NICs. The CPU limit is each broker's cgroup quota."""
+    if not pulsar_cluster.own_hosts:
+        pytest.skip("brokers share the host's NICs here (no network namespaces: not root?)")
+    admin = admin_of(pulsar_cluster)
+    topic = "persistent://public/default/own-nic"
+    # ~800 KB/s into one broker; the others see only ZooKeeper's and lookups' bytes (tens of KB/s).
+    with Workload(pulsar_cluster.service_url, {topic: 200.0}, payload_bytes=4096) as work:
+        owner = wait_for(lambda: admin.lookup(topic), 60, f"{topic} placed")
+
+        def own_nic() -> tuple[float, float] | None:
+            reports = {b.broker_id: admin.load_report(b.web_url) for b in pulsar_cluster.brokers}
+            kbs = {b: float(r["bandwidthIn"]["usage"]) for b, r in reports.items()}
+            hot, rest = kbs[owner], max(v for b, v in kbs.items() if b != owner)
+            return (hot, rest) if hot > 400 and hot > 8 * max(rest, 1.0) else None
+
+        # Pulsar reads NICs once a minute (loadBalancerHostUsageCheckIntervalMinutes, 1 at least).
+        hot, rest = wait_for(own_nic, 150, f"{owner}'s reported bandwidth in well above the others'")
+        print(f"\nreported bandwidthIn (Pulsar's unit): {owner} {hot:.0f}, highest other {rest:.0f}")
+        if pulsar_cluster.cgroups and pulsar_cluster.broker_cpus:
+            for b in pulsar_cluster.brokers:
+                assert admin.load_report(b.web_url)["cpu"]["limit"] == pytest.approx(100 * b.cpus), b
+    assert work.failed() == 0
+
+
 def test_skewed_cluster_is_balanced_by_moves_pulsar_carries_out(
     pulsar_cluster: PulsarCluster, serve: Callable[..., Serve]
 ) -> None:

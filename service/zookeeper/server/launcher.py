@@ -86,7 +86,11 @@ class EmbeddedZooKeeper:
         port: int | None = None,
         data_dir: Path | str | None = None,
         tls: ServerTls | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
+        # ``host``: the one address the client port binds; loopback unless the clients live in network
+        # namespaces of their own (service/pulsar/netns.py: the host's bridge address).
+        self._host = host
         # A fixed port or data dir is for operators running `loadmgr zookeeper`; tests use free
         # ports and throw-away data so that parallel runs never collide.
         self._fixed_port = port
@@ -113,10 +117,10 @@ class EmbeddedZooKeeper:
 
     @property
     def hosts(self) -> str:
-        """Connection string ``127.0.0.1:<port>``; only valid while started."""
+        """Connection string ``<host>:<port>`` (``127.0.0.1`` unless told); only valid while started."""
         if self._port is None or self._proc is None:
             raise ZooKeeperLaunchError("EmbeddedZooKeeper is not started")
-        return f"127.0.0.1:{self._port}"
+        return f"{self._host}:{self._port}"
 
     @property
     def secure_hosts(self) -> str:
@@ -219,7 +223,7 @@ class EmbeddedZooKeeper:
 
     def command(self, word: str, timeout: float = 2.0) -> str:
         """Send a whitelisted four-letter word (ruok, srvr, mntr) to the server."""
-        return four_letter_word("127.0.0.1", self.port, word, timeout)
+        return four_letter_word(self._host, self.port, word, timeout)
 
     def log_tail(self, lines: int = 40) -> str:
         path = self.log_path
@@ -261,6 +265,7 @@ class EmbeddedZooKeeper:
             log_level=self._log_level,
             tls=self._tls,
             secure_port=self._secure_port,
+            host=self._host,
         )
 
     def _java_command(self, java: str, jars: list[Path], tmpdir: Path, cfg: Path) -> list[str]:
@@ -328,7 +333,7 @@ class EmbeddedZooKeeper:
                 last_error = f"{type(exc).__name__}: {exc}"
             if time.monotonic() >= deadline:
                 raise ZooKeeperLaunchError(
-                    f"ZooKeeper on 127.0.0.1:{self._port} did not answer `ruok` in time "
+                    f"ZooKeeper on {self._host}:{self._port} did not answer `ruok` in time "
                     f"({last_error}).\n--- last lines of {self.log_path} ---\n{self.log_tail()}"
                 )
             time.sleep(0.05)

@@ -56,6 +56,7 @@ def write_server_config(
     log_level: str,
     tls: ServerTls | None = None,
     secure_port: int | None = None,
+    host: str = "127.0.0.1",
 ) -> Path:
     """Write ``zoo.cfg`` (with the TLS port's lines when ``tls`` is given) and ``log4j2.properties``
     into ``tmpdir``, creating ``data_dir``; return the path of ``zoo.cfg``."""
@@ -67,7 +68,7 @@ def write_server_config(
                 f"tickTime={tick_time_ms}",
                 f"dataDir={data_dir}",
                 f"clientPort={port}",
-                "clientPortAddress=127.0.0.1",
+                f"clientPortAddress={host}",
                 "admin.enableServer=false",
                 "4lw.commands.whitelist=ruok,mntr,srvr",
                 f"minSessionTimeout={min_session_timeout_ms}",
