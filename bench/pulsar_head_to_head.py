@@ -225,6 +225,10 @@ def run_one(name: str, args: argparse.Namespace) -> dict[str, Any]:
     label, extra = CONTENDERS[name]
     out_dir = Path(args.out)
     settings = {**COMMON, **extra}
+    if args.nic_gbps is not None:
+        # Every broker's NIC limit, equal for all: small enough that this bench's traffic weighs in
+        # each broker's bandwidth figure (its own with own hosts) as a NIC-bound cluster's would.
+        settings["loadBalancerOverrideBrokerNicSpeedGbps"] = f"{args.nic_gbps:g}"
     cluster = PulsarCluster(
         brokers_count=3, broker_settings=settings, broker_cpus=[args.cpus] * 3, own_hosts=args.own_hosts
     )
@@ -449,6 +453,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rate-scale", type=positive, default=1.0, help="1.0 = 1,400 msg/s, 2,100 when hot")
     p.add_argument("--cpus", type=positive, default=0.4, help="CPU quota per broker (cgroup)")
     p.add_argument("--parallel", type=int, default=1, help="contenders run at the same time")
+    p.add_argument(
+        "--nic-gbps",
+        type=positive,
+        help="loadBalancerOverrideBrokerNicSpeedGbps for every broker (default: the launcher's 1)",
+    )
     p.add_argument(
         "--shared-nics",
         dest="own_hosts",
