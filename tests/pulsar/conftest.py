@@ -65,8 +65,8 @@ def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarC
     # network namespace per broker does the same for its NIC (service/pulsar/netns.py).
     cpus = [0.4, 0.4, 0.4] if cgroups_writable() else None
     no_netns = netns_unavailable()
-    if no_netns is not None and os.environ.get("CI"):
-        pytest.fail(f"the real-broker tier runs each broker on a host of its own under CI: {no_netns}")
+    if no_netns is not None:  # the NIC test says so (fails under CI); the others run on loopback
+        print(f"brokers share the host's NICs: {no_netns}")
     cluster = PulsarCluster(
         brokers_count=3,
         broker_cpus=cpus,
