@@ -344,10 +344,15 @@ def test_leader_failover_while_the_brokers_run(
 def test_ctrl_c_to_the_launchers_group_leaves_nothing_behind(tmp_path: Path) -> None:
     """``loadmgr pulsar-cluster`` in its own process group, as a terminal runs it; Ctrl-C goes to the
     whole group (the JVMs too). Afterwards no process of it is left, its data directory is gone and
-    its cgroups are removed."""
+    its cgroups are removed. Where network namespaces can be made it runs ``--own-hosts`` (the broker
+    in a namespace of its own), and the namespaces and the bridge must be gone too."""
+    from service.pulsar.netns import netns_unavailable
+
+    own = netns_unavailable() is None
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service", "pulsar-cluster", "--brokers", "1", "--heap-mb", "256"],
+        [sys.executable, "-m", "service", "pulsar-cluster", "--brokers", "1", "--heap-mb", "256"]
+        + (["--own-hosts"] if own else []),
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -379,6 +384,12 @@ def test_ctrl_c_to_the_launchers_group_leaves_nothing_behind(tmp_path: Path) -> 
     assert not data_dirs[0].exists()
     assert not list(tmp_path.glob("loadmgr-zk-*"))  # the embedded ZooKeeper's own directory
     assert not list(Path("/sys/fs/cgroup/cpu").glob(f"loadmgr-{proc.pid}-*"))
+    if own:
+        assert "own NIC (network namespace)" in out and " 10.213." in out, out
+        netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert f"loadmgr-{proc.pid}x" not in netns, netns
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+        assert f"lm{proc.pid}x" not in links, links
 
 
 def _descendants(pid: int) -> list[int]:
