@@ -32,6 +32,12 @@ def _constructions(path: Path) -> list[str]:
                     names.add(a.asname)
                     found.append(f"{path}:{node.lineno}: KazooClient imported as {a.asname}")
     for node in ast.walk(tree):
+        # a subclass (the factory's own, which remembers a refused login) is a KazooClient too
+        if isinstance(node, ast.ClassDef) and any(
+            isinstance(b, ast.Name) and b.id in names for b in node.bases
+        ):
+            names.add(node.name)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             f = node.func
             if (isinstance(f, ast.Name) and f.id in names) or (

@@ -8,11 +8,32 @@ world-writable nodes); ``tests/unit/test_zk_client_factory.py`` proves no other 
 
 from __future__ import annotations
 
+from typing import Any
+
 from kazoo.client import KazooClient
+from kazoo.protocol.states import KeeperState
 
 from balancer.errors import InvalidInput
 from service.zookeeper.session.hosts import check_hosts
 from service.zookeeper.session.security import ZkSecurity
+
+
+class Client(KazooClient):  # type: ignore[misc]
+    """A kazoo client that remembers the server refused its login.
+
+    kazoo's ``start()`` sets the session live before the SASL exchange; when the refusal arrives before
+    ``start()`` looks at the session again (a loaded machine), it reports a connection time-out, and
+    the state says CLOSED by then. ``login_refused`` keeps the one fact that tells the two apart.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.login_refused = False
+
+    def _session_callback(self, state: Any) -> None:
+        if state == KeeperState.AUTH_FAILED:
+            self.login_refused = True
+        super()._session_callback(state)
 
 
 def new_client(
@@ -21,7 +42,7 @@ def new_client(
     timeout_s: float,
     *,
     client_id: tuple[int, bytes] | None = None,
-) -> KazooClient:
+) -> Client:
     """A kazoo client (not started) for ``hosts`` (``host:port,...[/chroot]``) as ``security`` says.
 
     ``client_id`` resumes an existing session (session id, password). A malformed connection string is
@@ -31,4 +52,4 @@ def new_client(
         check_hosts(hosts)
     except ValueError as e:
         raise InvalidInput("zk_hosts", hosts, str(e)) from None
-    return KazooClient(hosts=hosts, timeout=timeout_s, client_id=client_id, **security.kazoo_kwargs())
+    return Client(hosts=hosts, timeout=timeout_s, client_id=client_id, **security.kazoo_kwargs())

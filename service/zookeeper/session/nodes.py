@@ -116,6 +116,8 @@ class JsonZk:
             raise self._login_refused() from None
         except (KazooTimeoutError, OSError) as e:
             self.stop()
+            if self.client.login_refused:
+                raise self._login_refused() from None
             how = "TLS " if self.security.tls else ""
             raise StoreUnavailable(
                 f"cannot connect to ZooKeeper at {self.hosts} over {how or 'plain '}TCP "
@@ -125,7 +127,11 @@ class JsonZk:
             self._first_requests(deadline)
         except ZkAccessDenied as e:
             # kazoo returns from start() even when the server refuses SASL; the first request fails
-            refused_login = str(e) == AUTH_FAILED or self.client.client_state == KeeperState.AUTH_FAILED
+            refused_login = (
+                str(e) == AUTH_FAILED
+                or self.client.login_refused
+                or self.client.client_state == KeeperState.AUTH_FAILED
+            )
             self.stop()
             if refused_login:
                 raise self._login_refused() from None
