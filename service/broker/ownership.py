@@ -31,6 +31,7 @@ from typing import Any
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from service.broker.handoff import Handoff
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.session.nodes import PIPELINE
@@ -51,7 +52,7 @@ def _bundle_of(path: str, root: str) -> str | None:
     return path[len(root) + 1 :] if path.startswith(root + "/") else None
 
 
-class OwnershipFollower:
+class OwnershipFollower(Handoff):
     """What one agent owns, kept in step with its assignments through watches."""
 
     def __init__(self, store: ZkStore, broker_id: str, owner_doc: dict[str, Any], wake: Callable[[], None]):
@@ -76,6 +77,7 @@ class OwnershipFollower:
         self.fast_takes = 0
         self.requests = 0  # ZooKeeper requests sent (benches read it)
         self.steps = 0
+        self._init_handoff()
 
     # ---- kazoo's thread: flag and wake only ------------------------------------------------------
     def _on_hints(self, event: WatchedEvent) -> None:
@@ -164,16 +166,19 @@ class OwnershipFollower:
                 self._serve(lambda _: frozenset())
                 self._assigned.clear()
                 self._unreleased.clear()
+                self._forget_handoffs()
                 self._resync = True
             if self._resync:
                 self._list_hints = True
                 known = set(self._hints) | set(self.owned) | self._unreleased
                 self._dirty_assign |= known
                 self._dirty_owner |= known
+                self._handoff_resync()
                 self._resync = False
             list_hints, self._list_hints = self._list_hints, False
             dirty_assign, self._dirty_assign = self._dirty_assign, set()
             dirty_owner, self._dirty_owner = self._dirty_owner, set()
+            dirty_handoff, self._dirty_handoff = self._dirty_handoff, set()
         try:
             self.steps += 1
             if list_hints:
@@ -188,8 +193,11 @@ class OwnershipFollower:
             with self._lock:  # assigned here again: its node is ours to keep (the take re-serves it)
                 self._unreleased -= set(self._assigned)
                 unreleased = set(self._unreleased)
-            self._release(sorted((self.owned | unreleased) - set(self._assigned)))
+            # A bundle moved away stays served until its next owner is ready (service/broker/handoff.py)
+            leaving = sorted((self.owned | unreleased) - set(self._assigned))
+            self._release(self._releasable(leaving, dirty_handoff))
             self._check_own_nodes(held_before & self.owned)
+            self._withdraw_ready()
             self._tidy_hints(dirty_assign)  # last: nobody waits for it
         except Exception:
             self.resync()  # whatever was half done is looked at again, from ZooKeeper
@@ -228,6 +236,10 @@ class OwnershipFollower:
                     raise result
                 raw, stat = result
                 got = self._store.decode_assignment(P.assignment_path(bundle), raw, stat)
+            if got is None:
+                self._note_assignment(bundle, None, -1)
+            else:
+                self._note_assignment(bundle, got.value.broker, int(got.version))
             if got is not None and got.value.broker == self._broker:
                 self._assigned[bundle] = int(got.version)
             else:
@@ -259,6 +271,7 @@ class OwnershipFollower:
                 with self._lock:
                     self._unreleased.discard(bundle)
             released += 0 if isinstance(result, Exception) else 1
+        self._released(bundles)
         log.info("agent %s released %d bundle(s), e.g. %s", self._broker, released, bundles[0])
 
     def _tidy_hints(self, looked_at: set[str]) -> None:
@@ -322,6 +335,7 @@ class OwnershipFollower:
         # Arm the watch on each node we just created, and on each node another session holds.
         watched = sorted(taken | set(held))
         retry: set[str] = set()
+        waiting: set[str] = set()
         for bundle, stat in self._pipelined(watched, self._watch_owner):
             if isinstance(stat, Exception):
                 raise stat
@@ -333,6 +347,10 @@ class OwnershipFollower:
                     self._serve(_without({bundle}))
                 if stat is None:
                     retry.add(bundle)  # let go between our create and our look: try again now
+                else:
+                    waiting.add(bundle)
+        # Watching the old owner's node now: it may let go (service/broker/handoff.py).
+        self._say_ready(waiting)
         if retry:
             with self._lock:
                 self._dirty_owner |= retry

@@ -46,6 +46,11 @@ WORKLOAD = "/loadmgr/workload"
 # own directory instead of reading every assignment. The assignment node stays the truth.
 BROKER_ASSIGNMENTS = "/loadmgr/broker-assignments"
 HINT_SEP = "#"
+# A bundle's next owner says it is ready to take over (docs/ownership.md): an ephemeral node
+# ``<HANDOFF>/<quoted bundle>@<assignment version>``, created once it watches the old owner's node;
+# the old owner keeps serving until it exists (or a bounded wait ends), then lets go.
+HANDOFF = "/loadmgr/handoff"
+HANDOFF_SEP = "@"
 
 BASE_PATHS = (BROKERS, BUNDLE_DATA, TIME_AVERAGE, RESOURCE_QUOTA, LOCAL_POLICIES, OWNERSHIP, ASSIGNMENTS)
 
@@ -112,6 +117,19 @@ def hint_dir(broker_id: str) -> str:
 def hint_prefix(broker_id: str, bundle: str) -> str:
     """The path a hint is created at with ``sequence=True`` (ZooKeeper appends ten digits)."""
     return f"{hint_dir(broker_id)}/{quote(bundle, safe='')}{HINT_SEP}"
+
+
+def handoff_path(bundle: str, version: int) -> str:
+    """Where the owner-to-be of ``bundle`` under assignment ``version`` says it is ready."""
+    return f"{HANDOFF}/{quote(bundle, safe='')}{HANDOFF_SEP}{version}"
+
+
+def handoff_bundle(path: str) -> str | None:
+    """The bundle a handoff node's path names, or None for another path."""
+    if not path.startswith(HANDOFF + "/"):
+        return None
+    head, sep, version = path[len(HANDOFF) + 1 :].rpartition(HANDOFF_SEP)
+    return unquote(head) if sep and version.isdigit() else None
 
 
 def hint_bundle(name: str) -> str | None:

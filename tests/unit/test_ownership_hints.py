@@ -26,6 +26,16 @@ def test_a_hint_names_its_bundle_and_nothing_else_does() -> None:
         assert P.hint_bundle(bad) is None
 
 
+def test_a_ready_node_names_its_bundle_and_version_in_one_flat_name() -> None:
+    path = P.handoff_path(BUNDLE, 17)
+    assert path.startswith(P.HANDOFF + "/") and "/" not in path[len(P.HANDOFF) + 1 :]
+    assert path.endswith("@17")
+    assert P.handoff_bundle(path) == BUNDLE
+    assert P.handoff_path(BUNDLE, 17) != P.handoff_path(BUNDLE, 18)  # ready for one assignment only
+    for bad in (P.HANDOFF, P.HANDOFF + "/x", P.HANDOFF + "/x@", P.HANDOFF + "/x@1a", "/namespace/x@1"):
+        assert P.handoff_bundle(bad) is None
+
+
 class _Result:
     def __init__(self, version: int) -> None:
         self.version = version

@@ -1,0 +1,171 @@
+"""``Handoff``: a moved bundle stays served until its next owner is ready to take it over.
+
+A mixin of :class:`service.broker.ownership.OwnershipFollower` (kept apart so ``ownership.py`` stays
+under the ~400-line guideline); ``docs/ownership.md``, rule 3, *handoff*.
+
+Both agents of a move learn of it at once (the old owner from its assignment watch, the new one from
+its hint), but the new owner is only ready to take over once it has read the assignment, met the old
+node and put a watch on it. When the old owner let go first, the bundle stayed unowned until the new
+owner's process got there: with 20 agent processes on two cores, a median of 456 ms per move. Now:
+
+* the **new owner**, once its watch on the old owner's node is armed, creates the ephemeral node
+  ``/loadmgr/handoff/<bundle>@<assignment version>`` ("ready") and deletes it after the take;
+* the **old owner** keeps serving a bundle rewritten to another broker until that node exists (an
+  ``exists`` watch tells it), then releases as before; the new owner's watch then fires and it
+  creates its node from kazoo's thread. The wait is bounded (``HANDOFF_WAIT_S``): a next owner that
+  never says ready (an older agent, one that died) gets the bundle as it did before, by its create
+  once the node is gone. The version in the name ties "ready" to one assignment, so a stale node
+  from an earlier move of the same bundle never counts.
+
+Never two owners still holds: the ownership node is only ever created once the old one is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import WatchedEvent
+
+from service.zookeeper import paths as P
+from service.zookeeper.session.wire import translated
+
+if TYPE_CHECKING:
+    import threading
+
+    from service.zookeeper.metadata.store import ZkStore
+
+log = logging.getLogger(__name__)
+
+# How long an old owner keeps a moved bundle waiting for its next owner to say it is ready. Beyond
+# it the bundle is let go as before (the next owner takes it once it gets there): a bound on how
+# long a move can take, not a time the move is expected to take (tens of ms when both are alive).
+HANDOFF_WAIT_S = 3.0
+
+
+class Handoff:
+    if TYPE_CHECKING:
+        _store: ZkStore
+        _lock: threading.Lock
+        _assigned: dict[str, int]
+        owned: frozenset[str]
+        requests: int
+        _broker: str
+        _wake: Callable[[], None]
+
+        def resync(self) -> None: ...
+
+        def _pipelined(self, keys: Sequence[str], start: Callable[[str], Any]) -> list[tuple[str, Any]]: ...
+
+    def _init_handoff(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._leaving: dict[str, int] = {}  # held here, assigned elsewhere -> that assignment's version
+        self._awaiting: dict[str, tuple[int, float]] = {}  # bundle -> (version, give-up time)
+        self._dirty_handoff: set[str] = set()  # changed under _lock
+        self._ready: dict[str, int] = {}  # our "ready" nodes: bundle -> assignment version
+        self.handoffs_awaited = 0  # released once the next owner said ready
+        self.handoffs_timed_out = 0  # released after HANDOFF_WAIT_S without it
+
+    def _forget_handoffs(self) -> None:
+        """A new session: its ephemeral "ready" nodes died with the old one."""
+        self._leaving.clear()
+        self._awaiting.clear()
+        self._ready.clear()
+
+    def _handoff_resync(self) -> None:
+        """Watches may be lost: look at every awaited "ready" node again (caller holds ``_lock``)."""
+        self._dirty_handoff |= set(self._awaiting)
+
+    # ---- kazoo's thread ----------------------------------------------------------------------------
+    def _on_handoff(self, event: WatchedEvent) -> None:
+        if event.path is None:
+            self.resync()
+            return
+        bundle = P.handoff_bundle(event.path)
+        if bundle is not None:
+            with self._lock:
+                self._dirty_handoff.add(bundle)
+            self._wake()
+
+    # ---- the old owner -----------------------------------------------------------------------------
+    def _releasable(self, leaving: Iterable[str], dirty: set[str]) -> list[str]:
+        """Of the bundles no longer assigned here, those to let go now: each not served any more, or
+        not assigned to another broker, or whose next owner said ready, or waited on long enough."""
+        now = self._clock()
+        out: list[str] = []
+        check: list[str] = []
+        for bundle in leaving:
+            version = self._leaving.get(bundle)
+            if bundle not in self.owned or version is None:
+                out.append(bundle)
+                continue
+            got = self._awaiting.get(bundle)
+            if got is None or got[0] != version:
+                self._awaiting[bundle] = (version, now + HANDOFF_WAIT_S)
+                check.append(bundle)
+            elif now >= got[1]:
+                self.handoffs_timed_out += 1
+                out.append(bundle)
+            elif bundle in dirty:
+                check.append(bundle)
+        client = self._store.client
+        for bundle, stat in self._pipelined(
+            check,
+            lambda b: client.exists_async(P.handoff_path(b, self._leaving[b]), watch=self._on_handoff),
+        ):
+            if isinstance(stat, Exception):
+                raise stat
+            if stat is not None:
+                self.handoffs_awaited += 1
+                out.append(bundle)
+        for bundle in out:
+            self._awaiting.pop(bundle, None)
+        return sorted(out)
+
+    def _note_assignment(self, bundle: str, broker: str | None, version: int) -> None:
+        """Remember where a bundle read here is assigned now, when that is another broker."""
+        if broker is not None and broker != self._broker:
+            self._leaving[bundle] = version
+        else:
+            self._leaving.pop(bundle, None)
+
+    def _released(self, bundles: Iterable[str]) -> None:
+        for bundle in bundles:
+            self._leaving.pop(bundle, None)
+            self._awaiting.pop(bundle, None)
+
+    # ---- the new owner -----------------------------------------------------------------------------
+    def _say_ready(self, bundles: Iterable[str]) -> None:
+        """Our watch on the old owner's node of each bundle is armed: tell it we are ready."""
+        todo = sorted(b for b in bundles if b in self._assigned and self._ready.get(b) != self._assigned[b])
+        if not todo:
+            return
+        client = self._store.client
+
+        def create(b: str) -> Any:
+            return client.create_async(P.handoff_path(b, self._assigned[b]), b"", ephemeral=True)
+
+        results = self._pipelined(todo, create)
+        if any(isinstance(r, NoNodeError) for _, r in results):
+            self.requests += 1
+            with translated():
+                client.ensure_path(P.HANDOFF)
+            missing = [b for b, r in results if isinstance(r, NoNodeError)]
+            results = [(b, r) for b, r in results if not isinstance(r, NoNodeError)]
+            results += self._pipelined(missing, create)
+        for bundle, result in results:
+            if isinstance(result, Exception) and not isinstance(result, NodeExistsError):
+                raise result
+            self._ready[bundle] = self._assigned[bundle]
+
+    def _withdraw_ready(self) -> None:
+        """Delete our "ready" nodes of bundles taken since, or no longer assigned here at that version."""
+        done = sorted(b for b, v in self._ready.items() if b in self.owned or self._assigned.get(b) != v)
+        if not done:
+            return
+        versions = {b: self._ready.pop(b) for b in done}
+        client = self._store.client
+        self._pipelined(done, lambda b: client.delete_async(P.handoff_path(b, versions[b])))
