@@ -171,8 +171,12 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
             # Its jobs are scheduled from then on (service.leader.service._start_term).
             began = time.monotonic()
             # Runs fall due every 60 s from leadership on: the last one due in the window is started
-            # a moment after it is due, and /metrics is read only once it has finished.
+            # a moment after it is due, and /metrics is read only once it has finished. Meanwhile an
+            # operator unloads a bundle every few seconds, timed from outside as a user would see it.
+            probe = OperatorProbe(base)
+            probe.start()
             time.sleep(minutes * 60 + 5)
+            probe.stop()
             window = time.monotonic() - began
             metrics = scrape()
             while time.monotonic() - began < window + 180 and shedding(metrics, "started") > (
@@ -205,8 +209,14 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
         for job in ("shedding", "reconcile", "bundle-data", "split")
         for outcome in ("missed", "max_instances")
     )
+    # Each manual unload against the shedding runs it overlapped (the log's times of day).
+    spans = _run_spans(text)
+    during = [ms for at, ms, _ in probe.calls if any(a <= at <= b for a, b in spans)]
     out = {
         "serve_minutes": minutes,
+        "operator_unloads": probe.summary(),
+        "operator_unloads_during_shedding_ms": _spread(during),
+        "shedding_phases": [line.split("applied; ", 1)[1] for line in text.splitlines() if PHASES in line],
         "log_runs_started": sum(1 for _, what in runs if what == "started"),
         "log_runs_finished": sum(1 for _, what in runs if what == "executed"),
         "log_first_due": dues[0] if dues else None,
@@ -264,7 +274,96 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
     )
     for line in skips[:5]:
         print("  ", line)
+    print(
+        f"operator unloads (REST, from outside): {out['operator_unloads']}; those that overlapped a "
+        f"shedding run: {out['operator_unloads_during_shedding_ms']}",
+        flush=True,
+    )
+    for line in out["shedding_phases"]:
+        print("   shedding cycle:", line)
     return out
+
+
+PHASES = "shedding cycle: "
+
+
+class OperatorProbe:
+    """``POST /bundles/<b>/unload`` to another broker every ``every_s`` seconds from a thread of
+    the bench: each call's latency (ms) with the time of day it was sent, and its status."""
+
+    def __init__(self, base: str, every_s: float = 3.0) -> None:
+        import threading
+
+        self.base, self.every_s = base, every_s
+        self.calls: list[tuple[float, float, int]] = []  # (seconds of the day sent, ms, status)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="operator-probe", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=120)
+
+    def _run(self) -> None:
+        import datetime
+
+        import httpx
+
+        rng = random.Random(7)
+        with httpx.Client(base_url=self.base, timeout=120) as http:
+            brokers = [b["broker"] for b in http.get("/brokers").json()]
+            bundles = [(r["bundle"], r["owner"]) for r in http.get("/bundles", params={"limit": 500}).json()]
+            while not self._stop.wait(self.every_s):
+                bundle, owner = rng.choice(bundles)
+                dest = rng.choice([b for b in brokers if b != owner])
+                now = datetime.datetime.now()
+                sent = now.hour * 3600 + now.minute * 60 + now.second + now.microsecond / 1e6
+                t0 = time.monotonic()
+                try:
+                    got = http.post(f"/bundles/{bundle}/unload", json={"destinationBroker": dest})
+                    status = got.status_code
+                except httpx.HTTPError:
+                    status = 0
+                self.calls.append((sent, (time.monotonic() - t0) * 1000, status))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            **_spread([ms for _, ms, _ in self.calls]),
+            "statuses": sorted({st for _, _, st in self.calls}),
+        }
+
+
+def _spread(ms: list[float]) -> dict[str, Any]:
+    if not ms:
+        return {"n": 0}
+    ranked = sorted(ms)
+    return {
+        "n": len(ranked),
+        "p50": round(ranked[len(ranked) // 2]),
+        "p99": round(ranked[min(len(ranked) - 1, int(len(ranked) * 0.99))]),
+        "max": round(ranked[-1]),
+    }
+
+
+def _run_spans(text: str) -> list[tuple[float, float]]:
+    """(start, end) of each shedding run, in seconds of the day, from the log's own times."""
+    spans: list[tuple[float, float]] = []
+    start: float | None = None
+    for line in text.splitlines():
+        m = RUN_LINE.search(line)
+        st = re.match(r"\S+ (\d\d):(\d\d):(\d\d),(\d\d\d)", line)
+        if not m or not st:
+            continue
+        h, mi, se, ms = (int(x) for x in st.groups())
+        at = h * 3600 + mi * 60 + se + ms / 1000
+        if m.group(2) == "started":
+            start = at
+        elif start is not None:
+            spans.append((start, at))
+            start = None
+    return spans
 
 
 WALL = "loadmgr_leader_job_run_duration_seconds"

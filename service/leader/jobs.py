@@ -86,6 +86,8 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         # is compare-and-set, so a manual write that lands first makes the cycle's write refused.
         self.unlocked: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
         self.in_flight: frozenset[str] = frozenset()
+        self.unlocked_s = 0.0  # time spent writing with the service lock let go (see WriteWindow)
+        self.last_phases: dict[str, float] = {}
         self._waiting: dict[str, int] = {}  # see WriteWindow._resend_hints
         self._pending_moves = {}  # see PulsarMoveCheck
         self.reissued_moves = 0
@@ -109,18 +111,40 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         started = time.monotonic()
         now = now_ms()
         snap = self.view.refresh(self.store, now, (shedder, placement))
+        refreshed = time.monotonic()
         if self.zk_native:
             self._reconcile(snap, config, placement)
         else:
             self._check_moves(snap, now)
         if not self.is_leader():
             return None
+        reconciled = time.monotonic()
         plan = plan_shedding_cycle(self.view.load, config, shedder, placement, self.view.ctx, now, self.rng)
+        decided = time.monotonic()
         self._cycle_sources = set()
+        unlocked_before = self.unlocked_s
         if isinstance(self.executor, ZkExecutor):
             applied = self._apply_moves_batched(plan, snap)
         else:
             applied = self._apply_moves(plan)
+        ended = time.monotonic()
+        writing = self.unlocked_s - unlocked_before
+        # Where a cycle's time goes, and how much of it held the service lock (all but the writes):
+        # what an operator's unload or split may have waited for.
+        self.last_phases = {
+            "refresh": refreshed - started,
+            "reconcile": reconciled - refreshed,
+            "decide": decided - reconciled,
+            "write": writing,
+            "record": ended - decided - writing,
+        }
+        phases = ", ".join(f"{k} {v:.2f} s" for k, v in self.last_phases.items())
+        log.info(
+            "shedding cycle: %d move(s) planned, %d applied; %s (the write with the lock let go)",
+            len(plan.moves),
+            applied,
+            phases,
+        )
         # Pulsar's doLoadShedding counts what it unloaded, not what the strategy proposed.
         self.metrics.shedding_unloads(len(self._cycle_sources), applied)
         self.last_plan = plan

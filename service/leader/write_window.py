@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
@@ -37,6 +38,7 @@ class WriteWindow:
         assigner: ZkExecutor
         unlocked: Callable[[], AbstractContextManager[None]]
         in_flight: frozenset[str]
+        unlocked_s: float
         hints_resent: int
         _waiting: dict[str, int]
 
@@ -47,11 +49,13 @@ class WriteWindow:
         """Wait for this job's writes of ``bundles`` with the service lock let go (``unlocked``)."""
         mine = frozenset(bundles)
         self.in_flight = self.in_flight | mine
+        started = time.monotonic()
         try:
             with self.unlocked():
                 yield
         finally:
             self.in_flight = self.in_flight - mine
+            self.unlocked_s += time.monotonic() - started
 
     def _resend_hints(self, snap: Snapshot, live: set[str]) -> None:
         """Hint again each bundle still unowned, at the same assignment version, since the last

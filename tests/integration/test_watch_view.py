@@ -179,6 +179,10 @@ def test_incremental_view_equals_full_read_after_random_changes(zk_chroot_hosts:
             plan = jobs.shedding_cycle(CONFIG, shedder, placement)
             assert plan is not None
             moved += len(plan.moves)
+            # The cycle says where its time went; writing happened, with the lock let go.
+            assert set(jobs.last_phases) == {"refresh", "reconcile", "decide", "write", "record"}
+            assert all(v >= 0 for v in jobs.last_phases.values())
+            assert not plan.moves or jobs.last_phases["write"] > 0
             cluster.follow_assignments()
             jobs.write_bundle_data(CONFIG, shedder, placement)
             _assert_equal(view, leader, cluster.admin, f"round {rnd}: moves and bundle data")
