@@ -59,7 +59,7 @@ class CountingZooKeeper(EmbeddedZooKeeper):
     def _write_config(self, tmpdir: Path, port: int) -> Path:
         cfg = super()._write_config(tmpdir, port)
         with cfg.open("a", encoding="utf-8") as f:
-            f.write("4lw.commands.whitelist=ruok,mntr,srvr,cons\n")  # the last value wins
+            f.write("4lw.commands.whitelist=ruok,mntr,srvr,cons,crst\n")  # the last value wins
             # The synthetic brokers' sessions plus the agents pass ZooKeeper's 60 per client address.
             f.write("maxClientCnxns=0\n")
         return cfg
@@ -78,6 +78,22 @@ def received(zk: EmbeddedZooKeeper) -> dict[int, int]:
         if sid and got:
             out[int(sid.group(1), 16)] = int(got.group(1))
     return out
+
+
+def server_latency(zk: EmbeddedZooKeeper, sessions: set[int]) -> dict[str, float]:
+    """The server's own time per request on the agents' connections since the last ``crst``
+    (``cons``: avglat and maxlat, ms, from the request's arrival to its answer): mean of the averages
+    and the largest maximum. What the server adds to a move, apart from the agents' processes."""
+    avgs: list[float] = []
+    top = 0.0
+    for line in zk.command("cons", timeout=10.0).splitlines():
+        sid = re.search(r"sid=0x([0-9a-f]+)", line)
+        avg = re.search(r"avglat=([\d.]+)", line)
+        most = re.search(r"maxlat=(\d+)", line)
+        if sid and avg and most and int(sid.group(1), 16) in sessions:
+            avgs.append(float(avg.group(1)))
+            top = max(top, float(most.group(1)))
+    return {"avgMs": round(sum(avgs) / len(avgs), 1) if avgs else -1.0, "maxMs": top}
 
 
 def wait(pred: Any, timeout: float, what: str, interval: float = 0.5) -> float:
@@ -223,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                 want[a].discard(b)
                 want[dst].add(b)
             current = synth.admin.read_assignments()
+            zk.command("crst", timeout=10.0)  # the server's latency counters: from the cycle on
             before = received(zk)
             start_ms = int(time.time() * 1000)
             t0 = time.monotonic()
@@ -243,13 +260,15 @@ def main(argv: list[str] | None = None) -> int:
                 "requestsPerAgentMax": max(spent),
                 "movesPerAgent": 2 * per,  # each agent gives `per` and takes `per`
                 "requestsPerMovePerAgent": round(sum(spent) / len(spent) / (2 * per), 2),
+                "serverLatencyMs": server_latency(zk, set(sessions.values())),
                 "load": load(),
             }
             print(
                 f"cycle of {len(cycle)} moves: written in {written:.2f} s, every agent's report shows its "
                 f"new bundles {followed_total:.2f} s after the first write; requests per agent "
                 f"{out['cycle']['requestsPerAgentMean']} mean, {out['cycle']['requestsPerAgentMax']} max for "
-                f"{2 * per} moves each (given + taken); {load()}",
+                f"{2 * per} moves each (given + taken); server time per agent request (avg, max ms) "
+                f"{out['cycle']['serverLatencyMs']}; {load()}",
                 flush=True,
             )
             end_ms = int(time.time() * 1000)

@@ -121,6 +121,15 @@ class Handoff:
             if stat is not None:
                 self.handoffs_awaited += 1
                 out.append(bundle)
+        timed_out = [b for b in out if b in self._awaiting and b not in check]
+        if timed_out:
+            log.info(
+                "agent %s: %d moved bundle(s) let go after %.0f s without their next owner ready, e.g. %s",
+                self._broker,
+                len(timed_out),
+                HANDOFF_WAIT_S,
+                timed_out[0],
+            )
         for bundle in out:
             self._awaiting.pop(bundle, None)
         return sorted(out)

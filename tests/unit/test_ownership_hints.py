@@ -96,3 +96,31 @@ def test_unowned_time_per_move_counts_releases_not_deaths() -> None:
     assert got.gaps_ms == [12] and got.retaken == 1 and got.pending == 1
     assert got.summary()["p50Ms"] == 12
     assert handoffs(history, since_ms=2_500).gaps_ms == []
+
+
+def test_a_move_counts_as_ready_first_only_while_the_next_owners_ready_node_exists() -> None:
+    node = P.ownership_path(BUNDLE)
+    ready = P.handoff_path(BUNDLE, 3)
+    history = [
+        _txn(1, 0xA, 1_000, LogOp("create", node, b"{}", ephemeral=True)),
+        _txn(2, 0xB, 1_500, LogOp("create", ready, b"", ephemeral=True)),  # B: ready
+        _txn(3, 0xA, 2_000, LogOp("delete", node)),  # A lets go after it
+        _txn(
+            4,
+            0xB,
+            2_004,
+            LogOp("check", P.assignment_path(BUNDLE)),
+            LogOp("create", node, b"{}", ephemeral=True),
+        ),
+        _txn(5, 0xB, 2_010, LogOp("delete", ready)),
+        _txn(6, 0xB, 3_000, LogOp("delete", node)),  # B lets go with no ready node (the bound ran out)
+        _txn(7, 0xC, 3_300, LogOp("create", node, b"{}", ephemeral=True)),
+        _txn(8, 0xA, 3_400, LogOp("create", P.handoff_path(BUNDLE, 9), b"", ephemeral=True)),
+        _txn(9, 0xA, 3_500, kind="closeSession", closed=(P.handoff_path(BUNDLE, 9),)),  # gone with A
+        _txn(10, 0xC, 4_000, LogOp("delete", node)),
+        _txn(11, 0xD, 4_050, LogOp("create", node, b"{}", ephemeral=True)),
+    ]
+    got = handoffs(history)
+    assert got.gaps_ms == [4, 300, 50]
+    assert got.ready_gaps_ms == [4]
+    assert got.summary()["readyFirst"] == 1 and got.summary()["readyFirstP50Ms"] == 4

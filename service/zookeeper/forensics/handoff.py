@@ -22,14 +22,14 @@ from service.zookeeper.forensics.txnlog import CREATES, Txn
 @dataclass
 class Handoffs:
     gaps_ms: list[int] = field(default_factory=list)  # one per move, release to the new owner's create
+    # Of those, the moves whose new owner had said it was ready (its /loadmgr/handoff node existed)
+    # when the old owner let go; the others were let go before (the bound ran out, an older agent).
+    ready_gaps_ms: list[int] = field(default_factory=list)
     retaken: int = 0  # released then created again by the same session
     pending: int = 0  # released and not created again by the end of the history
 
     def percentile(self, q: float) -> int | None:
-        if not self.gaps_ms:
-            return None
-        ordered = sorted(self.gaps_ms)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+        return _percentile(self.gaps_ms, q)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -39,13 +39,24 @@ class Handoffs:
             "maxMs": max(self.gaps_ms, default=None),
             "retaken": self.retaken,
             "pending": self.pending,
+            "readyFirst": len(self.ready_gaps_ms),
+            "readyFirstP50Ms": _percentile(self.ready_gaps_ms, 0.5),
+            "readyFirstP99Ms": _percentile(self.ready_gaps_ms, 0.99),
         }
+
+
+def _percentile(values: list[int], q: float) -> int | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def handoffs(history: Iterable[Txn], chroot: str = "", since_ms: int = 0) -> Handoffs:
     """Every release-then-create of an ownership node in ``history`` (zxid order) from ``since_ms``."""
     out = Handoffs()
-    released: dict[str, tuple[int, int]] = {}  # ownership path -> (time released, releasing session)
+    released: dict[str, tuple[int, int, bool]] = {}  # ownership path -> (time, session, ready first)
+    ready: dict[str, int] = {}  # ownership path -> "ready" nodes of its bundle that exist now
     chroot = chroot.rstrip("/")
     for raw in history:
         t = chrooted(raw, chroot) if chroot else raw
@@ -54,9 +65,18 @@ def handoffs(history: Iterable[Txn], chroot: str = "", since_ms: int = 0) -> Han
         if t.kind == "closeSession":
             for closed in t.closed_paths:
                 released.pop(closed, None)
+                if (bundle := P.handoff_bundle(closed)) is not None:  # a "ready" node gone with it
+                    owner_path = P.ownership_path(bundle)
+                    ready[owner_path] = max(0, ready.get(owner_path, 0) - 1)
             continue
         for op in t.ops:
             path = op.path
+            bundle = P.handoff_bundle(path) if path is not None else None
+            if bundle is not None and path is not None:
+                owner_path = P.ownership_path(bundle)
+                step = 1 if op.kind in CREATES else -1 if op.kind == "delete" else 0
+                ready[owner_path] = max(0, ready.get(owner_path, 0) + step)
+                continue
             if (
                 path is None
                 or not path.startswith(P.OWNERSHIP + "/")
@@ -64,14 +84,16 @@ def handoffs(history: Iterable[Txn], chroot: str = "", since_ms: int = 0) -> Han
             ):
                 continue
             if op.kind == "delete":
-                released[path] = (t.time_ms, t.session)
+                released[path] = (t.time_ms, t.session, ready.get(path, 0) > 0)
             elif op.kind in CREATES and (got := released.pop(path, None)) is not None:
-                when, session = got
+                when, session, ready_first = got
                 if when < since_ms:
                     continue
                 if session == t.session:
                     out.retaken += 1
                 else:
                     out.gaps_ms.append(t.time_ms - when)
-    out.pending = sum(1 for when, _ in released.values() if when >= since_ms)
+                    if ready_first:
+                        out.ready_gaps_ms.append(t.time_ms - when)
+    out.pending = sum(1 for when, _, _ in released.values() if when >= since_ms)
     return out
