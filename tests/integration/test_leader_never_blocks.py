@@ -12,6 +12,7 @@ import pytest
 import service.leader.jobs as jobs_module
 import service.leader.operations as operations_module
 from balancer.cycle import Move
+from balancer.errors import InvalidInput, UnknownBroker, UnknownBundle
 from balancer.explain import explain
 from service.broker.workload import Scenario
 from service.errors import BundleBusy
@@ -173,3 +174,46 @@ def test_manual_operations_do_not_wait_for_a_jobs_writes(
     wait_for(lambda: set(late) <= set(cluster.owners()), 20, what="the held bundles placed and owned")
     wait_for(lambda: cluster.owners().get(moved) == dest, 20, what="the manual move done")
     assert not (set(late) & svc.jobs.in_flight)
+
+
+def test_an_operators_unload_to_a_broker_does_not_wait_for_a_cycle_deciding(cluster: Cluster) -> None:
+    """ZooKeeper-native: deciding 30,000 moves at 100k bundles holds the service lock for seconds. An
+    unload to a named broker needs no load data, so it reads the bundle's own nodes and writes without
+    the lock; the lock held here for the whole test stands for that decide."""
+    config = fast_config()
+    cluster.scenario(Scenario(namespaces={"first/ns": 2}))
+    cluster.agent("b1:8080", config)
+    cluster.agent("b2:8080", config)
+    svc = cluster.service("s1:7045", config)
+    wait_for(svc.ready, 20, what="a ready leader")
+    wait_for(lambda: set(cluster.owners()) == cluster.bundles(), 20, what="every bundle owned")
+    moved = sorted(cluster.bundles())[0]
+    source = cluster.owners()[moved]
+    dest = "b2:8080" if source == "b1:8080" else "b1:8080"
+    taken, release = threading.Event(), threading.Event()
+
+    def decide() -> None:
+        with svc._lock:
+            taken.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=decide, daemon=True)
+    holder.start()
+    assert taken.wait(10)
+    try:
+        record = _in_thread(lambda: svc.unload(moved, dest, principal="test"))
+        assert (record.source, record.destination, record.kind) == (source, dest, "manual")
+        # Bad input is refused by name, still without the lock.
+        for bundle, broker, error in (
+            ("first/ns/0x00000000_0x00000001", dest, UnknownBundle),
+            ("no/such/0x00000000_0x10000000", dest, UnknownBundle),
+            (moved, "nobody:8080", UnknownBroker),
+        ):
+            got = _raised_in_thread(lambda b=bundle, d=broker: svc.unload(b, d))
+            assert isinstance(got, error), (bundle, broker, got)
+        bad = _raised_in_thread(lambda: svc.unload("first/../x/0x00000000_0x10000000", dest))
+        assert isinstance(bad, InvalidInput) and "'..'" in str(bad), bad
+        wait_for(lambda: cluster.owners().get(moved) == dest, 20, what="the manual move done meanwhile")
+    finally:
+        release.set()
+        holder.join(10)

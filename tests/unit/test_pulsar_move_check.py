@@ -42,6 +42,7 @@ class _Jobs(PulsarMoveCheck, WriteWindow):
     def __init__(self, executor: _Executor, zk_native: bool = False) -> None:
         self.executor = executor  # type: ignore[assignment]
         self.in_flight = frozenset()
+        self.unlocked_s = 0.0
         self.unlocked = contextlib.nullcontext
         self._native = zk_native
         self._pending_moves = {}
