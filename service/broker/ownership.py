@@ -34,10 +34,16 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from service.broker.handoff import Handoff
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import ZkStore
-from service.zookeeper.session.nodes import PIPELINE
 from service.zookeeper.session.wire import json_bytes, translated
 
 log = logging.getLogger(__name__)
+
+# Requests an agent keeps in flight. A watch event reaches the agent behind the answers already on
+# their way, and its next owner's create goes out behind the requests already queued: with 512 in
+# flight (the leader's read depth) a moved bundle waited for the new owner's backlog, a median of
+# ~420 ms per move with 20 agent processes on two cores; with 32, 219 ms; with 8, 118-165 ms
+# (bench/agent_scale.py). The round trips this adds are a fraction of a millisecond each.
+AGENT_PIPELINE = 8
 
 
 def _with(bundles: set[str]) -> Callable[[frozenset[str]], frozenset[str]]:
@@ -369,13 +375,13 @@ class OwnershipFollower(Handoff):
                     client.ensure_path(parent)
 
     def _pipelined(self, keys: Sequence[str], start: Callable[[str], Any]) -> list[tuple[str, Any]]:
-        """``start(key)`` (one async request) for each key, at most PIPELINE in flight; each key with
+        """``start(key)`` (one async request) for each key, at most AGENT_PIPELINE in flight; each key with
         its result, or with the NoNode / NodeExists / BadVersion error it ended with."""
         out: list[tuple[str, Any]] = []
         timeout = max(self._store.session_timeout_s, 1.0) * 2
         with translated():
-            for first in range(0, len(keys), PIPELINE):
-                chunk = [(key, start(key)) for key in keys[first : first + PIPELINE]]
+            for first in range(0, len(keys), AGENT_PIPELINE):
+                chunk = [(key, start(key)) for key in keys[first : first + AGENT_PIPELINE]]
                 self.requests += len(chunk)
                 for key, pending in chunk:
                     try:
