@@ -25,6 +25,8 @@ from service.commands import argtypes
 from service.commands.serve_checks import check_before_start
 from service.settings import Settings
 
+SWITCH_INTERVAL_S = 0.001
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("serve", help="Run a load-manager instance with the REST API and /metrics")
@@ -215,6 +217,10 @@ def _serve(args: argparse.Namespace) -> int:
 
         history = HistorySink(settings.history_uri)
         write_meta(settings.history_uri, config)  # what loadmgr replay assumes the leader ran
+    # REST and the watches wait on I/O while a cycle's thread computes; each wake-up then waits for the
+    # interpreter lock up to the switch interval (5 ms by default), many times per request. 1 ms keeps
+    # an operator's request from queueing behind a 30,000-move cycle (bench/live_scale.py).
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     service = LoadManagerService(settings, config, metrics=metrics, history=history)
     metrics.watch(service)
     service.start()
