@@ -186,25 +186,31 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         if not plan.moves:
             return 0
         moves = {m.bundle: m for m in plan.moves}
-        try:
-            if not self.is_leader():
-                raise StaleWrite("leadership lost before the moves were written")
+        failed: ServiceError | None = None
+        if not self.is_leader():
+            failed = StaleWrite("leadership lost before the moves were written")
+        else:
             with self._writing(moves):
-                result = self.assigner.unload_many(
-                    ((m.bundle, m.source, m.destination, m.explanation.reason) for m in plan.moves),
-                    snap.assignments,
-                )
-                # Still with the lock let go: what was written goes into the watch cache (its own
-                # lock) and the decision log, history and metrics (their own locks); a second
-                # at 30,000 moves that an operator's request no longer waits for.
-                for op, version in result.done:
-                    move = moves[op.key]
-                    self._applied(move)
-                    self.view.wrote_assignment(move.bundle, op.data if op.kind != "delete" else None, version)
-        except ServiceError as e:
+                try:
+                    result = self.assigner.unload_many(
+                        ((m.bundle, m.source, m.destination, m.explanation.reason) for m in plan.moves),
+                        snap.assignments,
+                    )
+                except ServiceError as e:
+                    failed = e
+                else:
+                    # Still with the lock let go: what was written goes into the watch cache (its own
+                    # lock) and the decision log, history and metrics (their own locks); a second
+                    # at 30,000 moves that an operator's request no longer waits for.
+                    for op, version in result.done:
+                        move = moves[op.key]
+                        self._applied(move)
+                        data = op.data if op.kind != "delete" else None
+                        self.view.wrote_assignment(move.bundle, data, version)
+        if failed is not None:  # under the lock again: the view's recently-unloaded map
             for move in plan.moves:
-                self._refused(move, str(e), quiet=True)
-            log.warning("%d move(s) not written: %s", len(plan.moves), e)
+                self._refused(move, str(failed), quiet=True)
+            log.warning("%d move(s) not written: %s", len(plan.moves), failed)
             return 0
         for op, why in result.refused:
             self._refused(moves[op.key], why, quiet=True)
