@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from balancer.bundles import namespace_of, split_bundle_name, topic_namespace
 from balancer.errors import UnknownBroker, UnknownBundle
-from balancer.explain import explain
+from balancer.explain import Explanation, explain
 from balancer.placement.pipeline import select_broker
 from service.errors import AdminRequired, BundleBusy, NotLeader, StoreUnavailable
 from service.leader.clock import now_ms
@@ -131,15 +131,8 @@ class ManualOperations:
                     self.jobs.rng,
                 )
                 destination = placed.broker if placed.broker != source else None
-            why = explain(
-                "manual_unload",
-                f"operator unload of {bundle}"
-                + (f" to {destination}" if destination else " (placement decides)"),
-                subject=bundle,
-                source=source,
-                destination=destination,
-                placement=placed.explanation.reason if placed else None,
-                principal=principal,
+            why = _unload_why(
+                bundle, source, destination, placed.explanation.reason if placed else None, principal
             )
             self._require_may_act()
             # Pulsar's unload answers once the bundle's topics are closed: the lock is let go
@@ -172,15 +165,7 @@ class ManualOperations:
             raise UnknownBroker(destination)
         owner = self.store.read_owner(bundle)
         source = owner.broker if owner else None
-        why = explain(
-            "manual_unload",
-            f"operator unload of {bundle} to {destination}",
-            subject=bundle,
-            source=source,
-            destination=destination,
-            placement=None,
-            principal=principal,
-        )
+        why = _unload_why(bundle, source, destination, None, principal)
         self._require_may_act()
         self._require_leader()
         self.executor.unload(bundle, source, destination, why.reason)
@@ -265,3 +250,18 @@ class ManualOperations:
         )
         self._decisions.add(now_ms(), "manual", why, bundle=bundle, destination=assigned.value.broker)
         return assigned.value.broker
+
+
+def _unload_why(
+    bundle: str, source: str | None, destination: str | None, placement: str | None, principal: str | None
+) -> Explanation:
+    """The explanation an operator's unload is recorded with, whichever path carried it out."""
+    return explain(
+        "manual_unload",
+        f"operator unload of {bundle}" + (f" to {destination}" if destination else " (placement decides)"),
+        subject=bundle,
+        source=source,
+        destination=destination,
+        placement=placement,
+        principal=principal,
+    )

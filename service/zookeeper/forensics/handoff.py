@@ -52,6 +52,14 @@ def _percentile(values: list[int], q: float) -> int | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def _count_ready(ready: dict[str, int], path: str, step: int) -> None:
+    """A "ready" node at ``path`` created (+1) or removed (-1): counted against its bundle's node."""
+    bundle = P.handoff_bundle(path)
+    if bundle is not None:
+        owner_path = P.ownership_path(bundle)
+        ready[owner_path] = max(0, ready.get(owner_path, 0) + step)
+
+
 def handoffs(history: Iterable[Txn], chroot: str = "", since_ms: int = 0) -> Handoffs:
     """Every release-then-create of an ownership node in ``history`` (zxid order) from ``since_ms``."""
     out = Handoffs()
@@ -65,17 +73,12 @@ def handoffs(history: Iterable[Txn], chroot: str = "", since_ms: int = 0) -> Han
         if t.kind == "closeSession":
             for closed in t.closed_paths:
                 released.pop(closed, None)
-                if (bundle := P.handoff_bundle(closed)) is not None:  # a "ready" node gone with it
-                    owner_path = P.ownership_path(bundle)
-                    ready[owner_path] = max(0, ready.get(owner_path, 0) - 1)
+                _count_ready(ready, closed, -1)  # a "ready" node gone with its session
             continue
         for op in t.ops:
             path = op.path
-            bundle = P.handoff_bundle(path) if path is not None else None
-            if bundle is not None and path is not None:
-                owner_path = P.ownership_path(bundle)
-                step = 1 if op.kind in CREATES else -1 if op.kind == "delete" else 0
-                ready[owner_path] = max(0, ready.get(owner_path, 0) + step)
+            if path is not None and path.startswith(P.HANDOFF + "/"):
+                _count_ready(ready, path, 1 if op.kind in CREATES else -1 if op.kind == "delete" else 0)
                 continue
             if (
                 path is None
