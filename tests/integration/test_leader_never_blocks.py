@@ -135,16 +135,22 @@ def test_a_remote_executors_unloads_let_the_lock_go(
     assert out == [None] and (held, "b1:8080") in remote.unloads
 
 
-def test_manual_operations_do_not_wait_for_a_jobs_writes(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _leader_over_two_brokers(cluster: Cluster, instance: str) -> Any:
+    """A ready leader ``instance`` over agents b1 and b2, every bundle of first/ns (2) owned."""
     config = fast_config()
     cluster.scenario(Scenario(namespaces={"first/ns": 2}))
     cluster.agent("b1:8080", config)
     cluster.agent("b2:8080", config)
-    svc = cluster.service("s1:7041", config)
+    svc = cluster.service(instance, config)
     wait_for(svc.ready, 20, what="a ready leader")
     wait_for(lambda: set(cluster.owners()) == cluster.bundles(), 20, what="every bundle owned")
+    return svc
+
+
+def test_manual_operations_do_not_wait_for_a_jobs_writes(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = _leader_over_two_brokers(cluster, "s1:7041")
 
     entered, release = threading.Event(), threading.Event()
     real = jobs_module.commit_batches
@@ -165,6 +171,11 @@ def test_manual_operations_do_not_wait_for_a_jobs_writes(
         dest = "b2:8080" if cluster.owners()[moved] == "b1:8080" else "b1:8080"
         record = _in_thread(lambda: svc.unload(moved, dest, principal="test"))
         assert record.destination == dest
+        # Without a destination the unload takes the lock (placement reads the load data): it too
+        # goes through while the job's writes are held.
+        other = sorted(cluster.bundles() - set(late))[1]
+        placed = _in_thread(lambda: svc.unload(other, principal="test"))
+        assert placed.kind == "manual" and placed.bundle == other
         _in_thread(lambda: svc.update_config({"loadBalancerBrokerOverloadedThresholdPercentage": 84}))
         assert svc.config.loadBalancerBrokerOverloadedThresholdPercentage == 84
         _in_thread(svc.dry_run)
@@ -180,13 +191,7 @@ def test_an_operators_unload_to_a_broker_does_not_wait_for_a_cycle_deciding(clus
     """ZooKeeper-native: deciding 30,000 moves at 100k bundles holds the service lock for seconds. An
     unload to a named broker needs no load data, so it reads the bundle's own nodes and writes without
     the lock; the lock held here for the whole test stands for that decide."""
-    config = fast_config()
-    cluster.scenario(Scenario(namespaces={"first/ns": 2}))
-    cluster.agent("b1:8080", config)
-    cluster.agent("b2:8080", config)
-    svc = cluster.service("s1:7045", config)
-    wait_for(svc.ready, 20, what="a ready leader")
-    wait_for(lambda: set(cluster.owners()) == cluster.bundles(), 20, what="every bundle owned")
+    svc = _leader_over_two_brokers(cluster, "s1:7045")
     moved = sorted(cluster.bundles())[0]
     source = cluster.owners()[moved]
     dest = "b2:8080" if source == "b1:8080" else "b1:8080"
