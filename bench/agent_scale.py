@@ -119,6 +119,32 @@ def reported(synth: SyntheticCluster, agents: list[str]) -> dict[str, set[str]]:
     return out
 
 
+def by_release(
+    released_ms: list[int], gaps_ms: list[int], start_ms: int, bins: int = 8
+) -> list[dict[str, int]]:
+    """Unowned time per move in ``bins`` equal spans of release time: where in the cycle the tail is."""
+    if not released_ms:
+        return []
+    first, last = min(released_ms), max(released_ms)
+    width = max(1, -(-(last - first + 1) // bins))
+    spans: dict[int, list[int]] = {}
+    for released, gap in zip(released_ms, gaps_ms, strict=True):
+        spans.setdefault((released - first) // width, []).append(gap)
+    out = []
+    for k in sorted(spans):
+        got = sorted(spans[k])
+        out.append(
+            {
+                "fromS": round((first + k * width - start_ms) / 1000, 1),
+                "toS": round((first + (k + 1) * width - start_ms) / 1000, 1),
+                "moves": len(got),
+                "p50Ms": got[len(got) // 2],
+                "p99Ms": got[min(len(got) - 1, int(0.99 * len(got)))],
+            }
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bundles", type=int, default=100_000)
@@ -285,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         history = [t for t in merged_history(logs).txns if t.time_ms <= end_ms]  # not the agents' stop
     shutil.rmtree(data_dir, ignore_errors=True)
     gaps = handoffs(history, since_ms=start_ms)
+    out["handoffByRelease"] = by_release(gaps.released_ms, gaps.gaps_ms, start_ms)
     out["handoff"] = gaps.summary()
     # The full audit compares every ownership create with every node held (quadratic: minutes at
     # 10,000 bundles); this bench splits nothing, so no two ranges overlap, ZooKeeper refuses a second
@@ -294,6 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"unowned time per move (txn log, delete -> create): {gaps.summary()}; "
         f"double owners: {'not audited (--audit)' if double is None else double}",
+        flush=True,
+    )
+    print(
+        "by release time (s after the first write: moves, p50 / p99 ms): "
+        + ", ".join(
+            f"{b['fromS']}-{b['toS']}: {b['moves']}, {b['p50Ms']} / {b['p99Ms']}"
+            for b in out["handoffByRelease"]
+        ),
         flush=True,
     )
     if args.json:

@@ -125,6 +125,11 @@ class OwnershipFollower(Handoff):
         tx = self._store.client.transaction()
         tx.check(P.assignment_path(bundle), version)
         tx.create(P.ownership_path(bundle), self._doc, ephemeral=True)
+        # Our "ready" node goes in the same transaction: the old owner's watch on it learns of the take
+        # at once (it lets go of its next moved bundle then, service/broker/handoff.py).
+        ready = self._ready.get(bundle) == version
+        if ready:
+            tx.delete(P.handoff_path(bundle, version))
         self.requests += 1
 
         def done(result: Any) -> None:
@@ -137,6 +142,8 @@ class OwnershipFollower(Handoff):
                 self._serve(lambda owned: owned | {bundle})
             with self._lock:
                 self._dirty_owner.add(bundle)
+                if ok and ready:
+                    self._taken_ready.add(bundle)
             self._wake()
 
         tx.commit_async().rawlink(done)

@@ -15,7 +15,7 @@ import pytest
 from kazoo.exceptions import ConnectionLoss
 
 from service.broker.agent import BrokerAgent
-from service.broker.handoff import HANDOFF_WAIT_S
+from service.broker.handoff import HANDOFF_IN_FLIGHT, HANDOFF_WAIT_S
 from service.broker.workload import Scenario
 from service.leader.executors import ZkExecutor
 from service.zookeeper import paths as P
@@ -123,17 +123,17 @@ def test_moves_hand_over_at_once_and_idle_agents_read_nothing(
 
 
 def _b1_owns_two(
-    cluster: Cluster, ns: str, start_b2: bool = True
+    cluster: Cluster, ns: str, start_b2: bool = True, count: int = 2
 ) -> tuple[list[str], BrokerAgent, BrokerAgent | None, ZkExecutor]:
-    """Two bundles of ``ns`` owned by b1's agent, b2's agent idle (or not started), and an executor."""
+    """``count`` bundles of ``ns`` owned by b1's agent, b2's agent idle (or not started), and an executor."""
     config = fast_config()
-    cluster.scenario(Scenario(namespaces={ns: 2}))
+    cluster.scenario(Scenario(namespaces={ns: count}))
     bundles = sorted(cluster.bundles())
     for b in bundles:
         assign(cluster.admin, b, B1)
     src = cluster.agent(B1, config)
     dst = cluster.agent(B2, config) if start_b2 else None
-    wait_for(lambda: src.owned() == set(bundles), 20, what="b1 owns both bundles")
+    wait_for(lambda: src.owned() == set(bundles), 20, what=f"b1 owns the {count} bundles")
     epoch = cluster.admin.bump_epoch("test-leader")
     return bundles, src, dst, ZkExecutor(cluster.admin, lambda: epoch)
 
@@ -207,3 +207,45 @@ def test_a_ready_next_owner_gets_the_bundle_without_waiting_out_the_bound(cluste
     wait_for(
         lambda: not cluster.admin.client.get_children(P.HANDOFF), 20, what="b2's ready node to be deleted"
     )
+
+
+def test_the_old_owner_lets_go_of_a_few_ready_bundles_at_a_time(cluster: Cluster) -> None:
+    """Every moved bundle's next owner is ready (the test plays it: its "ready" nodes, no take): the
+    old owner lets go of HANDOFF_IN_FLIGHT of them and keeps serving the others; each take (the
+    ready node deleted, as the next owner's take transaction does) lets one more go."""
+    count = HANDOFF_IN_FLIGHT + 2
+    bundles, src, _, executor = _b1_owns_two(cluster, "t/paced", start_b2=False, count=count)
+    src.follower._clock = lambda: 0.0  # no bound ever ends: only the ready nodes decide
+    client = cluster.admin.client
+    client.ensure_path(P.HANDOFF)
+    ready: dict[str, str] = {}
+    for bundle in bundles:
+        executor.unload(bundle, B1, B2, "test move")
+        _, stat = client.get(P.assignment_path(bundle))
+        ready[bundle] = client.create(P.handoff_path(bundle, stat.version), b"", ephemeral=True)
+    wait_for(lambda: len(src.owned()) == count - HANDOFF_IN_FLIGHT, 20, what="b1 to let go of the first ones")
+    steps = src.follower.steps
+    wait_for(lambda: src.follower.steps >= steps + 3, 20, what="three more steps of b1")
+    assert len(src.owned()) == count - HANDOFF_IN_FLIGHT, "let go of more than the slots while none was taken"
+    let_go = sorted(set(bundles) - src.owned())
+    for bundle in let_go:
+        assert client.exists(P.ownership_path(bundle)) is None  # released: its node deleted
+    client.delete(ready[let_go[0]])  # one take
+    wait_for(lambda: len(src.owned()) == count - HANDOFF_IN_FLIGHT - 1, 20, what="b1 to let go of one more")
+    steps = src.follower.steps
+    wait_for(lambda: src.follower.steps >= steps + 3, 20, what="three more steps of b1")
+    assert len(src.owned()) == count - HANDOFF_IN_FLIGHT - 1
+    taken = {let_go[0]}
+    while len(taken) < count:  # the next owner takes whatever was let go: the rest follows, a slot at a time
+        wait_for(
+            lambda done=frozenset(taken): bool(set(bundles) - src.owned() - done),
+            20,
+            what="b1 to let go of another",
+        )
+        moving = sorted(set(bundles) - src.owned() - taken)
+        assert len(moving) <= HANDOFF_IN_FLIGHT, moving
+        for bundle in moving:
+            client.delete(ready[bundle])
+        taken |= set(moving)
+    assert not src.owned()
+    assert (src.follower.handoffs_awaited, src.follower.handoffs_timed_out) == (count, 0)

@@ -94,6 +94,7 @@ def test_unowned_time_per_move_counts_releases_not_deaths() -> None:
     ]
     got = handoffs(history)
     assert got.gaps_ms == [12] and got.retaken == 1 and got.pending == 1
+    assert got.released_ms == [2_000]  # when that move's bundle was let go (benches bin the gaps by it)
     assert got.summary()["p50Ms"] == 12
     assert handoffs(history, since_ms=2_500).gaps_ms == []
 

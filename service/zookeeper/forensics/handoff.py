@@ -22,6 +22,7 @@ from service.zookeeper.forensics.txnlog import CREATES, Txn
 @dataclass
 class Handoffs:
     gaps_ms: list[int] = field(default_factory=list)  # one per move, release to the new owner's create
+    released_ms: list[int] = field(default_factory=list)  # each move's release, the server's clock
     # Of those, the moves whose new owner had said it was ready (its /loadmgr/handoff node existed)
     # when the old owner let go; the others were let go before (the bound ran out, an older agent).
     ready_gaps_ms: list[int] = field(default_factory=list)
@@ -96,6 +97,7 @@ def handoffs(history: Iterable[Txn], chroot: str = "", since_ms: int = 0) -> Han
                     out.retaken += 1
                 else:
                     out.gaps_ms.append(t.time_ms - when)
+                    out.released_ms.append(when)
                     if ready_first:
                         out.ready_gaps_ms.append(t.time_ms - when)
     out.pending = sum(1 for when, _, _ in released.values() if when >= since_ms)
