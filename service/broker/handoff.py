@@ -72,6 +72,8 @@ class Handoff:
 
         def _pipelined(self, keys: Sequence[str], start: Callable[[str], Any]) -> list[tuple[str, Any]]: ...
 
+        def _together(self, paths: list[str], op: Callable[[Any, str], None]) -> list[str]: ...
+
     def _init_handoff(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._leaving: dict[str, int] = {}  # held here, assigned elsewhere -> that assignment's version
@@ -201,6 +203,11 @@ class Handoff:
         if not todo:
             return
         client = self._store.client
+        paths = {P.handoff_path(b, self._assigned[b]): b for b in todo}
+        again = self._together(list(paths), lambda tx, path: tx.create(path, b"", ephemeral=True))
+        for bundle in set(todo) - {paths[p] for p in again}:
+            self._ready[bundle] = self._assigned[bundle]
+        todo = sorted(paths[p] for p in again)  # a node there already, or no /loadmgr/handoff yet
 
         def create(b: str) -> Any:
             return client.create_async(P.handoff_path(b, self._assigned[b]), b"", ephemeral=True)
@@ -227,6 +234,6 @@ class Handoff:
         done = sorted(b for b, v in self._ready.items() if b in self.owned or self._assigned.get(b) != v)
         if not done:
             return
-        versions = {b: self._ready.pop(b) for b in done}
-        client = self._store.client
-        self._pipelined(done, lambda b: client.delete_async(P.handoff_path(b, versions[b])))
+        paths = [P.handoff_path(b, self._ready.pop(b)) for b in done]
+        again = self._together(paths, lambda tx, path: tx.delete(path))
+        self._pipelined(again, self._store.client.delete_async)

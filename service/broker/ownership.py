@@ -45,6 +45,11 @@ log = logging.getLogger(__name__)
 # (bench/agent_scale.py). The round trips this adds are a fraction of a millisecond each.
 AGENT_PIPELINE = 8
 
+# Creates or deletes of an agent's own bookkeeping nodes (hints, "ready" nodes) that go out together:
+# one multi-op transaction each instead of a request per node, so a cycle's burst of them costs the
+# agent's process, which is also the one whose takes the moved bundles wait for, a few requests.
+AGENT_MULTI = 64
+
 
 def _with(bundles: set[str]) -> Callable[[frozenset[str]], frozenset[str]]:
     return lambda owned: owned | bundles
@@ -300,7 +305,8 @@ class OwnershipFollower(Handoff):
                 del self._hints[bundle]
         base = P.hint_dir(self._broker)
         client = self._store.client
-        self._pipelined(stale, lambda n: client.delete_async(f"{base}/{n}"))
+        again = self._together([f"{base}/{n}" for n in stale], lambda tx, path: tx.delete(path))
+        self._pipelined(again, client.delete_async)
 
     def _check_own_nodes(self, bundles: set[str]) -> None:
         """Re-arm the watch on each node this session holds; one that is gone is no longer served."""
@@ -319,7 +325,29 @@ class OwnershipFollower(Handoff):
             self._wake()
 
     def _take(self, bundles: list[str]) -> None:
-        """Create the ownership node of each bundle assigned here, checked against the assignment."""
+        """Create the ownership node of each bundle assigned here, checked against the assignment.
+
+        It looks first: in a move the previous owner still holds the node, and the ``exists`` watch
+        the look leaves is the one the takeover needs, so a moved bundle costs one request here (a
+        create that met ``NodeExists`` and then the watch cost two, in the busiest moment of a cycle).
+        """
+        session = self._store.session_id
+        free: list[str] = []
+        waiting: set[str] = set()
+        for bundle, stat in self._pipelined(bundles, self._watch_owner):
+            if isinstance(stat, Exception):
+                raise stat
+            if stat is None:
+                free.append(bundle)
+            elif stat.ephemeralOwner == session:
+                if bundle not in self.owned:
+                    self._serve(_with({bundle}))  # held by this very session (a resync)
+            else:
+                waiting.add(bundle)  # the previous owner has not let go: our watch is on its node
+        self._say_ready(waiting)  # service/broker/handoff.py
+        self._create_owned(free)
+
+    def _create_owned(self, bundles: list[str]) -> None:
         client = self._store.client
 
         def create(b: str) -> Any:
@@ -337,7 +365,7 @@ class OwnershipFollower(Handoff):
             if not any(isinstance(r, Exception) for r in result):
                 taken.add(bundle)
             elif isinstance(result[1], NodeExistsError):
-                held.append(bundle)  # the previous owner has not let go: watch its node
+                held.append(bundle)  # taken by another session since our look: watch its node
             else:
                 with self._lock:  # the assignment changed since it was read: read it again
                     self._dirty_assign.add(bundle)
@@ -354,7 +382,7 @@ class OwnershipFollower(Handoff):
                 raise stat
             ours = stat is not None and stat.ephemeralOwner == self._store.session_id
             if ours and bundle not in self.owned:
-                self._serve(_with({bundle}))  # held by this very session (a resync)
+                self._serve(_with({bundle}))
             elif not ours:
                 if bundle in taken:
                     self._serve(_without({bundle}))
@@ -362,7 +390,6 @@ class OwnershipFollower(Handoff):
                     retry.add(bundle)  # let go between our create and our look: try again now
                 else:
                     waiting.add(bundle)
-        # Watching the old owner's node now: it may let go (service/broker/handoff.py).
         self._say_ready(waiting)
         if retry:
             with self._lock:
@@ -380,6 +407,25 @@ class OwnershipFollower(Handoff):
                 self.requests += 1
                 with translated():
                     client.ensure_path(parent)
+
+    def _together(self, paths: list[str], op: Callable[[Any, str], None]) -> list[str]:
+        """``op(tx, path)`` for each path, AGENT_MULTI to a transaction; returns the paths of the
+        transactions that failed as a whole (one node already gone, or already there), to be done
+        again a request each."""
+        client = self._store.client
+        chunks = {str(i): paths[i : i + AGENT_MULTI] for i in range(0, len(paths), AGENT_MULTI)}
+
+        def commit(k: str) -> Any:
+            tx = client.transaction()
+            for path in chunks[k]:
+                op(tx, path)
+            return tx.commit_async()
+
+        failed: list[str] = []
+        for k, result in self._pipelined(sorted(chunks, key=int), commit):
+            if isinstance(result, Exception) or any(isinstance(r, Exception) for r in result):
+                failed += chunks[k]
+        return failed
 
     def _pipelined(self, keys: Sequence[str], start: Callable[[str], Any]) -> list[tuple[str, Any]]:
         """``start(key)`` (one async request) for each key, at most AGENT_PIPELINE in flight; each key with
