@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from service.broker.requests import AgentRequests
 from service.zookeeper import paths as P
 from service.zookeeper.session.wire import translated
 
@@ -58,21 +59,16 @@ HANDOFF_WAIT_S = 3.0
 HANDOFF_IN_FLIGHT = 2
 
 
-class Handoff:
+class Handoff(AgentRequests):
     if TYPE_CHECKING:
         _store: ZkStore
         _lock: threading.Lock
         _assigned: dict[str, int]
         owned: frozenset[str]
-        requests: int
         _broker: str
         _wake: Callable[[], None]
 
         def resync(self) -> None: ...
-
-        def _pipelined(self, keys: Sequence[str], start: Callable[[str], Any]) -> list[tuple[str, Any]]: ...
-
-        def _together(self, paths: list[str], op: Callable[[Any, str], None]) -> list[str]: ...
 
     def _init_handoff(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -37,18 +37,6 @@ from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.session.wire import json_bytes, translated
 
 log = logging.getLogger(__name__)
-
-# Requests an agent keeps in flight. A watch event reaches the agent behind the answers already on
-# their way, and its next owner's create goes out behind the requests already queued: with 512 in
-# flight (the leader's read depth) a moved bundle waited for the new owner's backlog, a median of
-# ~420 ms per move with 20 agent processes on two cores; with 32, 219 ms; with 8, 118-165 ms
-# (bench/agent_scale.py). The round trips this adds are a fraction of a millisecond each.
-AGENT_PIPELINE = 8
-
-# Creates or deletes of an agent's own bookkeeping nodes (hints, "ready" nodes) that go out together:
-# one multi-op transaction each instead of a request per node, so a cycle's burst of them costs the
-# agent's process, which is also the one whose takes the moved bundles wait for, a few requests.
-AGENT_MULTI = 64
 
 
 def _with(bundles: set[str]) -> Callable[[frozenset[str]], frozenset[str]]:
@@ -398,47 +386,3 @@ class OwnershipFollower(Handoff):
 
     def _watch_owner(self, bundle: str) -> Any:
         return self._store.client.exists_async(P.ownership_path(bundle), watch=self._on_owner)
-
-    def _ensure_parents(self, bundles: list[str]) -> None:
-        parents = sorted({P.parent(P.ownership_path(b)) for b in bundles})
-        client = self._store.client
-        for parent, stat in self._pipelined(parents, client.exists_async):
-            if stat is None:
-                self.requests += 1
-                with translated():
-                    client.ensure_path(parent)
-
-    def _together(self, paths: list[str], op: Callable[[Any, str], None]) -> list[str]:
-        """``op(tx, path)`` for each path, AGENT_MULTI to a transaction; returns the paths of the
-        transactions that failed as a whole (one node already gone, or already there), to be done
-        again a request each."""
-        client = self._store.client
-        chunks = {str(i): paths[i : i + AGENT_MULTI] for i in range(0, len(paths), AGENT_MULTI)}
-
-        def commit(k: str) -> Any:
-            tx = client.transaction()
-            for path in chunks[k]:
-                op(tx, path)
-            return tx.commit_async()
-
-        failed: list[str] = []
-        for k, result in self._pipelined(sorted(chunks, key=int), commit):
-            if isinstance(result, Exception) or any(isinstance(r, Exception) for r in result):
-                failed += chunks[k]
-        return failed
-
-    def _pipelined(self, keys: Sequence[str], start: Callable[[str], Any]) -> list[tuple[str, Any]]:
-        """``start(key)`` (one async request) for each key, at most AGENT_PIPELINE in flight; each key with
-        its result, or with the NoNode / NodeExists / BadVersion error it ended with."""
-        out: list[tuple[str, Any]] = []
-        timeout = max(self._store.session_timeout_s, 1.0) * 2
-        with translated():
-            for first in range(0, len(keys), AGENT_PIPELINE):
-                chunk = [(key, start(key)) for key in keys[first : first + AGENT_PIPELINE]]
-                self.requests += len(chunk)
-                for key, pending in chunk:
-                    try:
-                        out.append((key, pending.get(timeout=timeout)))
-                    except (NoNodeError, NodeExistsError, BadVersionError) as e:
-                        out.append((key, e))
-        return out
