@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steady-s", type=float, default=30.0)
     ap.add_argument("--heap-mb", type=int, default=1024)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--agent-logs", type=Path, help="a directory for each agent's log (default: discarded)")
     ap.add_argument(
         "--audit", action="store_true", help="also run the full (quadratic) transaction-log audit"
     )
@@ -200,9 +201,11 @@ def main(argv: list[str] | None = None) -> int:
                 "--report-interval",
                 "5",
             ]
-            procs.append(
-                subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            )
+            sink: Any = subprocess.DEVNULL
+            if args.agent_logs is not None:
+                args.agent_logs.mkdir(parents=True, exist_ok=True)
+                sink = open(args.agent_logs / f"{a.replace(':', '_')}.log", "wb")  # noqa: SIM115
+            procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=sink, stderr=sink))
         try:
             wait(lambda: set(agents) <= set(synth.admin.broker_ids()), 120, "the agents to register")
             sessions = {a: int(synth.admin.client.exists(P.broker_path(a)).ephemeralOwner) for a in agents}

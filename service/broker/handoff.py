@@ -77,9 +77,9 @@ class Handoff(AgentRequests):
         self._dirty_handoff: set[str] = set()  # changed under _lock
         self._ready: dict[str, int] = {}  # our "ready" nodes: bundle -> assignment version
         # Under _lock (kazoo's thread changes them): the next owner said ready, in the order seen ->
-        # that assignment's version; let go, the take not seen yet -> give-up time.
+        # that assignment's version; let go, the take not seen yet -> (that version, give-up time).
         self._ready_seen: dict[str, int] = {}
-        self._in_flight: dict[str, float] = {}
+        self._in_flight: dict[str, tuple[int, float]] = {}
         self._taken_ready: set[str] = set()  # our "ready" nodes deleted by our take's transaction
         self.handoffs_awaited = 0  # released once the next owner said ready
         self.handoffs_timed_out = 0  # released after HANDOFF_WAIT_S without it
@@ -120,6 +120,7 @@ class Handoff(AgentRequests):
         now = self._clock()
         out: list[str] = []
         check: list[str] = []
+        self._look_again(dirty)
         with self._lock:
             seen = dict(self._ready_seen)
         for bundle in leaving:
@@ -138,10 +139,8 @@ class Handoff(AgentRequests):
                 out.append(bundle)
             elif bundle in dirty:
                 check.append(bundle)
-        client = self._store.client
-        for bundle, stat in self._pipelined(
-            check,
-            lambda b: client.exists_async(P.handoff_path(b, self._leaving[b]), watch=self._on_handoff),
+        for bundle, stat in self._exists_watched(
+            check, lambda b: P.handoff_path(b, self._leaving[b]), self._on_handoff
         ):
             if isinstance(stat, Exception):
                 raise stat
@@ -162,18 +161,36 @@ class Handoff(AgentRequests):
             self._awaiting.pop(bundle, None)
         return sorted(set(out))
 
+    def _look_again(self, dirty: set[str]) -> None:
+        """A ready node's watch can be used up by a change the node never had (SetWatches fires at once
+        for a node created after the zxid it is given, service/zookeeper/session/bulk.py): look again
+        at each ready or let-go bundle whose watch fired, or its take would go unseen and hold a slot."""
+        with self._lock:
+            again = {b: v for b, v in self._ready_seen.items() if b in dirty}
+            again.update({b: v for b, (v, _) in self._in_flight.items() if b in dirty})
+        for bundle, stat in self._exists_watched(
+            sorted(again), lambda b: P.handoff_path(b, again[b]), self._on_handoff
+        ):
+            if isinstance(stat, Exception):
+                raise stat
+            if stat is None:  # taken, or its next owner gone
+                with self._lock:
+                    if self._in_flight.get(bundle, (None, 0.0))[0] == again[bundle]:
+                        del self._in_flight[bundle]
+                    if self._ready_seen.get(bundle) == again[bundle]:
+                        del self._ready_seen[bundle]
+
     def _gated(self, leaving: set[str], now: float) -> list[str]:
         """The next bundles whose next owner is ready, as slots free up (HANDOFF_IN_FLIGHT)."""
         with self._lock:
-            for bundle, until in list(self._in_flight.items()):
+            for bundle, (_, until) in list(self._in_flight.items()):
                 if now >= until:  # the take was never seen (a lost watch, a failed take): the slot back
                     del self._in_flight[bundle]
             free = HANDOFF_IN_FLIGHT - len(self._in_flight)
             ready = [b for b, v in self._ready_seen.items() if b in leaving and self._leaving.get(b) == v]
             go = ready[: max(0, free)]
             for bundle in go:
-                del self._ready_seen[bundle]
-                self._in_flight[bundle] = now + HANDOFF_WAIT_S
+                self._in_flight[bundle] = (self._ready_seen.pop(bundle), now + HANDOFF_WAIT_S)
         self.handoffs_awaited += len(go)
         return go
 

@@ -232,12 +232,9 @@ class OwnershipFollower(Handoff):
 
     def _read_assignments(self, bundles: Iterable[str]) -> None:
         todo = sorted(b for b in bundles if b in self._hints or b in self.owned or b in self._assigned)
-        client = self._store.client
-        for bundle, result in self._pipelined(
-            todo, lambda b: client.get_async(P.assignment_path(b), watch=self._on_assignment)
-        ):
+        for bundle, result in self._get_watched(todo, P.assignment_path, self._on_assignment):
             got = None
-            if not isinstance(result, NoNodeError):
+            if result is not None and not isinstance(result, NoNodeError):
                 if isinstance(result, Exception):
                     raise result
                 raw, stat = result
@@ -300,7 +297,7 @@ class OwnershipFollower(Handoff):
         """Re-arm the watch on each node this session holds; one that is gone is no longer served."""
         watched = sorted(bundles)
         lost: set[str] = set()
-        for bundle, stat in self._pipelined(watched, self._watch_owner):
+        for bundle, stat in self._exists_watched(watched, P.ownership_path, self._on_owner):
             if isinstance(stat, Exception):
                 raise stat
             if stat is None or stat.ephemeralOwner != self._store.session_id:
@@ -322,7 +319,7 @@ class OwnershipFollower(Handoff):
         session = self._store.session_id
         free: list[str] = []
         waiting: set[str] = set()
-        for bundle, stat in self._pipelined(bundles, self._watch_owner):
+        for bundle, stat in self._exists_watched(bundles, P.ownership_path, self._on_owner):
             if isinstance(stat, Exception):
                 raise stat
             if stat is None:
@@ -361,23 +358,19 @@ class OwnershipFollower(Handoff):
         if taken:
             log.info("agent %s took %d bundle(s), e.g. %s", self._broker, len(taken), min(taken))
             self._serve(lambda owned: owned | taken)
-        # Arm the watch on each node we just created, and on each node another session holds.
-        watched = sorted(taken | set(held))
+        # A node we just created fires the watch our look left on it (created), and the next step
+        # re-arms it there (_check_own_nodes). Watch each node another session created meanwhile.
         retry: set[str] = set()
         waiting: set[str] = set()
-        for bundle, stat in self._pipelined(watched, self._watch_owner):
+        for bundle, stat in self._pipelined(held, self._watch_owner):
             if isinstance(stat, Exception):
                 raise stat
-            ours = stat is not None and stat.ephemeralOwner == self._store.session_id
-            if ours and bundle not in self.owned:
-                self._serve(_with({bundle}))
-            elif not ours:
-                if bundle in taken:
-                    self._serve(_without({bundle}))
-                if stat is None:
-                    retry.add(bundle)  # let go between our create and our look: try again now
-                else:
-                    waiting.add(bundle)
+            if stat is None:
+                retry.add(bundle)  # let go between its create and our look: try again now
+            elif stat.ephemeralOwner == self._store.session_id:
+                self._serve(_with({bundle}))  # cannot be, but it is ours then
+            else:
+                waiting.add(bundle)
         self._say_ready(waiting)
         if retry:
             with self._lock:

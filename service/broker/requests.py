@@ -13,8 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import WatchedEvent
 
 from service.zookeeper import paths as P
+from service.zookeeper.session import bulk
 from service.zookeeper.session.wire import translated
 
 if TYPE_CHECKING:
@@ -33,6 +35,11 @@ AGENT_PIPELINE = 8
 AGENT_MULTI = 64
 
 
+# Reads at least this many go as ZooKeeper multiReads plus SetWatches (service/zookeeper/session/bulk.py):
+# three requests instead of one each, when a cycle hands the agent hundreds of moves at once.
+AGENT_BULK_MIN = 32
+
+
 class AgentRequests:
     if TYPE_CHECKING:
         _store: ZkStore
@@ -46,6 +53,34 @@ class AgentRequests:
                 self.requests += 1
                 with translated():
                     client.ensure_path(parent)
+
+    def _get_watched(
+        self, keys: Sequence[str], path_of: Callable[[str], str], watch: Callable[[WatchedEvent], None]
+    ) -> list[tuple[str, Any]]:
+        """``(data, stat)`` of each key's node, None or NoNodeError where there is none, each left
+        with the data watch ``watch`` (kazoo's ``get(path, watch=...)``, many at once in bulk)."""
+        client = self._store.client
+        if len(keys) < AGENT_BULK_MIN or not bulk.supported(client):
+            return self._pipelined(keys, lambda k: client.get_async(path_of(k), watch=watch))
+        timeout = max(self._store.session_timeout_s, 1.0) * 4
+        with translated():
+            got = bulk.get_with_watches(client, [path_of(k) for k in keys], watch, timeout)
+        self.requests += 2 + -(-len(keys) // bulk.READ_BATCH) * 2  # the zxid's round trip, reads, watches
+        return list(zip(keys, got, strict=True))
+
+    def _exists_watched(
+        self, keys: Sequence[str], path_of: Callable[[str], str], watch: Callable[[WatchedEvent], None]
+    ) -> list[tuple[str, Any]]:
+        """The stat of each key's node (None: none there), each left with ``watch`` as kazoo's
+        ``exists(path, watch=...)`` leaves it (fired by a change or delete, or by the create)."""
+        client = self._store.client
+        if len(keys) < AGENT_BULK_MIN or not bulk.supported(client):
+            return self._pipelined(keys, lambda k: client.exists_async(path_of(k), watch=watch))
+        timeout = max(self._store.session_timeout_s, 1.0) * 4
+        with translated():
+            got = bulk.get_with_watches(client, [path_of(k) for k in keys], watch, timeout, absent_too=True)
+        self.requests += 2 + -(-len(keys) // bulk.READ_BATCH) * 3  # the zxid's round trip, reads, watches
+        return [(k, None if g is None else g[1]) for k, g in zip(keys, got, strict=True)]
 
     def _together(self, paths: list[str], op: Callable[[Any, str], None]) -> list[str]:
         """``op(tx, path)`` for each path, AGENT_MULTI to a transaction; returns the paths of the

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.exceptions import ConnectionLoss
 
 from service.broker.agent import BrokerAgent
 from service.broker.handoff import HANDOFF_IN_FLIGHT, HANDOFF_WAIT_S
+from service.broker.requests import AGENT_BULK_MIN
 from service.broker.workload import Scenario
 from service.leader.executors import ZkExecutor
 from service.zookeeper import paths as P
@@ -23,6 +25,7 @@ from service.zookeeper.forensics.audit import audit
 from service.zookeeper.forensics.handoff import handoffs
 from service.zookeeper.forensics.txnlog import merged_history
 from service.zookeeper.server.launcher import EmbeddedZooKeeper, ZooKeeperLaunchError
+from service.zookeeper.session import bulk
 from tests.integration.conftest import Cluster, OwnershipChecker, assign, fast_config, wait_for
 from tests.timing import scaled
 
@@ -230,6 +233,9 @@ def test_the_old_owner_lets_go_of_a_few_ready_bundles_at_a_time(cluster: Cluster
     let_go = sorted(set(bundles) - src.owned())
     for bundle in let_go:
         assert client.exists(P.ownership_path(bundle)) is None  # released: its node deleted
+    # A watch used up by a change (SetWatches fires at once for a node newer than its zxid): the old
+    # owner must look again, or the take below would go unseen and hold its slot for good.
+    client.set(ready[let_go[0]], b"changed")
     client.delete(ready[let_go[0]])  # one take
     wait_for(lambda: len(src.owned()) == count - HANDOFF_IN_FLIGHT - 1, 20, what="b1 to let go of one more")
     steps = src.follower.steps
@@ -249,3 +255,31 @@ def test_the_old_owner_lets_go_of_a_few_ready_bundles_at_a_time(cluster: Cluster
         taken |= set(moving)
     assert not src.owned()
     assert (src.follower.handoffs_awaited, src.follower.handoffs_timed_out) == (count, 0)
+
+
+def test_many_moves_at_once_are_read_and_watched_in_bulk(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent handed more than AGENT_BULK_MIN bundles in one step reads their assignments, and
+    looks at their ownership nodes, with multiRead + SetWatches; the watches left that way still
+    drive every move: the old owner's assignment watches, the new owner's watches on the old nodes."""
+    calls: list[tuple[int, bool]] = []
+    real = bulk.get_with_watches
+
+    def counted(client: Any, paths: Any, watch: Any, timeout: float, absent_too: bool = False) -> Any:
+        calls.append((len(paths), absent_too))
+        return real(client, paths, watch, timeout, absent_too)
+
+    monkeypatch.setattr(bulk, "get_with_watches", counted)
+    count = AGENT_BULK_MIN + 4
+    bundles, src, dst, executor = _b1_owns_two(cluster, "t/bulk", count=count)
+    assert dst is not None
+    assert (count, False) in calls and (count, True) in calls, calls  # b1's first reads and looks
+    moved = bundles[: AGENT_BULK_MIN + 1]
+    calls.clear()
+    current = cluster.admin.read_assignments()
+    result = executor.unload_many([(b, B1, B2, "test move") for b in moved], current)  # one transaction
+    assert not result.refused
+    wait_for(lambda: dst.owned() == set(moved), 20, what="b2 to take the moved bundles")
+    assert src.owned() == set(bundles) - set(moved)
+    assert any(n >= len(moved) and absent_too for n, absent_too in calls), calls  # b2's look at b1's nodes

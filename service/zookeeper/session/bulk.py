@@ -87,16 +87,17 @@ class SetWatches:
 
     type = 101
 
-    def __init__(self, relative_zxid: int, paths: Sequence[str]) -> None:
+    def __init__(self, relative_zxid: int, paths: Sequence[str], absent: Sequence[str] = ()) -> None:
         self.relative_zxid = relative_zxid
         self.paths = paths
+        self.absent = absent  # exist watches: fired at once for a node there by now, else on its create
 
     def serialize(self) -> bytearray:
         b = bytearray(long_struct.pack(self.relative_zxid))
-        b.extend(int_struct.pack(len(self.paths)))
-        for path in self.paths:
-            b.extend(write_string(path))
-        b.extend(int_struct.pack(0))  # exist watches
+        for paths in (self.paths, self.absent):  # data watches, exist watches
+            b.extend(int_struct.pack(len(paths)))
+            for path in paths:
+                b.extend(write_string(path))
         b.extend(int_struct.pack(0))  # child watches
         return b
 
@@ -111,9 +112,14 @@ def supported(client: KazooClient) -> bool:
 
 
 def get_with_watches(
-    client: KazooClient, paths: Sequence[str], watch: Callable[[WatchedEvent], None], timeout: float
+    client: KazooClient,
+    paths: Sequence[str],
+    watch: Callable[[WatchedEvent], None],
+    timeout: float,
+    absent_too: bool = False,
 ) -> list[tuple[bytes, Any] | None]:
-    """``(data, stat)`` (None: no such node) of every path, each left with the data watch ``watch``."""
+    """``(data, stat)`` (None: no such node) of every path, each left with the data watch ``watch``;
+    with ``absent_too`` each missing one with an exist watch (``exists(path, watch)``: its create)."""
     if not paths:
         return []
     client.exists("/")  # a round trip, so last_zxid is the server's current one
@@ -130,12 +136,17 @@ def get_with_watches(
     for result in window:
         out.extend(result.get(timeout=timeout))
     existing = [p for p, got in zip(full, out, strict=True) if got is not None]
-    for p in existing:  # where kazoo dispatches the server's events for these paths
+    absent = [p for p, got in zip(full, out, strict=True) if got is None] if absent_too else []
+    for p in existing + absent:  # where kazoo dispatches the server's events for these paths
         client._data_watchers[p].add(watch)
     pending = []
     for chunk in _chunks(existing):
         result = client.handler.async_result()
         client._call(SetWatches(since, chunk), result)
+        pending.append(result)
+    for chunk in _chunks(absent):
+        result = client.handler.async_result()
+        client._call(SetWatches(since, [], chunk), result)
         pending.append(result)
     for result in pending:
         result.get(timeout=timeout)
