@@ -95,9 +95,8 @@ class Handoff(AgentRequests):
 
     def _handoff_resync(self) -> None:
         """Watches may be lost: look at every awaited "ready" node again (caller holds ``_lock``)."""
-        self._dirty_handoff |= set(self._awaiting) | set(self._ready_seen)
-        self._ready_seen.clear()  # looked at again
-        self._in_flight.clear()  # a lost watch must not hold a slot
+        # Ready and let-go bundles too (_look_again): a take missed meanwhile must not hold a slot.
+        self._dirty_handoff |= set(self._awaiting) | set(self._ready_seen) | set(self._in_flight)
 
     # ---- kazoo's thread ----------------------------------------------------------------------------
     def _on_handoff(self, event: WatchedEvent) -> None:
@@ -147,6 +146,9 @@ class Handoff(AgentRequests):
             if stat is not None:
                 with self._lock:
                     self._ready_seen[bundle] = self._leaving[bundle]
+                # The bound is on the wait for "ready", not for a slot: should it stop counting as
+                # ready (a resync, its node gone), the wait starts afresh.
+                self._awaiting.pop(bundle, None)
         timed_out = [b for b in out if b in self._awaiting and b not in check]
         out += self._gated(set(leaving), now)
         if timed_out:

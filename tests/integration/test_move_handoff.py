@@ -258,6 +258,40 @@ def test_the_old_owner_lets_go_of_a_few_ready_bundles_at_a_time(cluster: Cluster
     assert (src.follower.handoffs_awaited, src.follower.handoffs_timed_out) == (count, 0)
 
 
+def test_a_bundle_waiting_for_a_slot_is_not_let_go_by_the_bound(cluster: Cluster) -> None:
+    """The bound is on the wait for "ready", not for a slot: bundles whose next owner is ready but
+    whose slot has not come stay served, even once a resync makes the old owner look at them again."""
+    count = 2 * HANDOFF_IN_FLIGHT + 2
+    bundles, src, _, executor = _b1_owns_two(cluster, "t/slots", start_b2=False, count=count)
+    now = [0.0]
+    src.follower._clock = lambda: now[0]  # moved by hand
+    client = cluster.admin.client
+    client.ensure_path(P.HANDOFF)
+    for bundle in bundles:
+        executor.unload(bundle, B1, B2, "test move")
+        _, stat = client.get(P.assignment_path(bundle))
+        client.create(P.handoff_path(bundle, stat.version), b"", ephemeral=True)
+    wait_for(lambda: len(src.owned()) == count - HANDOFF_IN_FLIGHT, 20, what="b1 to fill its slots")
+    now[0] += 10 * HANDOFF_WAIT_S  # no take shows: the slots come back after the bound, once
+    wait_for(lambda: len(src.owned()) == count - 2 * HANDOFF_IN_FLIGHT, 20, what="the slots to come back")
+    steps = src.follower.steps
+    wait_for(lambda: src.follower.steps >= steps + 3, 20, what="three more steps of b1")
+    src.follower.resync()  # as after a connection gap: every ready and let-go bundle looked at again
+    steps = src.follower.steps
+    wait_for(lambda: src.follower.steps >= steps + 3, 20, what="three more steps of b1")
+    assert len(src.owned()) == count - 2 * HANDOFF_IN_FLIGHT, "let go while no take showed"
+    # A waiting bundle's next owner goes (its ready node with it): the wait for "ready" starts afresh
+    # there, it does not inherit the time spent waiting for a slot.
+    gone = sorted(src.owned())[0]
+    client.delete(P.handoff_path(gone, client.get(P.assignment_path(gone))[1].version))
+    steps = src.follower.steps
+    wait_for(lambda: src.follower.steps >= steps + 3, 20, what="three more steps of b1")
+    assert gone in src.owned() and src.follower.handoffs_timed_out == 0
+    now[0] += HANDOFF_WAIT_S
+    wait_for(lambda: gone not in src.owned(), 20, what="b1 to let go of it once its own wait ended")
+    assert src.follower.handoffs_timed_out == 1
+
+
 def test_many_moves_at_once_are_read_and_watched_in_bulk(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
