@@ -138,8 +138,8 @@ class Handoff(AgentRequests):
                 out.append(bundle)
             elif bundle in dirty:
                 check.append(bundle)
-        for bundle, stat in self._exists_watched(
-            check, lambda b: P.handoff_path(b, self._leaving[b]), self._on_handoff
+        for bundle, stat in self._watched(
+            check, lambda b: P.handoff_path(b, self._leaving[b]), self._on_handoff, exists=True
         ):
             if isinstance(stat, Exception):
                 raise stat
@@ -170,8 +170,8 @@ class Handoff(AgentRequests):
         with self._lock:
             again = {b: v for b, v in self._ready_seen.items() if b in dirty}
             again.update({b: v for b, (v, _) in self._in_flight.items() if b in dirty})
-        for bundle, stat in self._exists_watched(
-            sorted(again), lambda b: P.handoff_path(b, again[b]), self._on_handoff
+        for bundle, stat in self._watched(
+            sorted(again), lambda b: P.handoff_path(b, again[b]), self._on_handoff, exists=True
         ):
             if isinstance(stat, Exception):
                 raise stat
@@ -249,6 +249,4 @@ class Handoff(AgentRequests):
         done = sorted(b for b, v in self._ready.items() if b in self.owned or self._assigned.get(b) != v)
         if not done:
             return
-        paths = [P.handoff_path(b, self._ready.pop(b)) for b in done]
-        again = self._together(paths, lambda tx, path: tx.delete(path))
-        self._pipelined(again, self._store.client.delete_async)
+        self._delete_all([P.handoff_path(b, self._ready.pop(b)) for b in done])

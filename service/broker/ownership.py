@@ -232,7 +232,7 @@ class OwnershipFollower(Handoff):
 
     def _read_assignments(self, bundles: Iterable[str]) -> None:
         todo = sorted(b for b in bundles if b in self._hints or b in self.owned or b in self._assigned)
-        for bundle, result in self._get_watched(todo, P.assignment_path, self._on_assignment):
+        for bundle, result in self._watched(todo, P.assignment_path, self._on_assignment):
             got = None
             if result is not None and not isinstance(result, NoNodeError):
                 if isinstance(result, Exception):
@@ -289,15 +289,13 @@ class OwnershipFollower(Handoff):
                 stale += names
                 del self._hints[bundle]
         base = P.hint_dir(self._broker)
-        client = self._store.client
-        again = self._together([f"{base}/{n}" for n in stale], lambda tx, path: tx.delete(path))
-        self._pipelined(again, client.delete_async)
+        self._delete_all([f"{base}/{n}" for n in stale])
 
     def _check_own_nodes(self, bundles: set[str]) -> None:
         """Re-arm the watch on each node this session holds; one that is gone is no longer served."""
         watched = sorted(bundles)
         lost: set[str] = set()
-        for bundle, stat in self._exists_watched(watched, P.ownership_path, self._on_owner):
+        for bundle, stat in self._watched(watched, P.ownership_path, self._on_owner, exists=True):
             if isinstance(stat, Exception):
                 raise stat
             if stat is None or stat.ephemeralOwner != self._store.session_id:
@@ -319,7 +317,7 @@ class OwnershipFollower(Handoff):
         session = self._store.session_id
         free: list[str] = []
         waiting: set[str] = set()
-        for bundle, stat in self._exists_watched(bundles, P.ownership_path, self._on_owner):
+        for bundle, stat in self._watched(bundles, P.ownership_path, self._on_owner, exists=True):
             if isinstance(stat, Exception):
                 raise stat
             if stat is None:

@@ -54,33 +54,30 @@ class AgentRequests:
                 with translated():
                     client.ensure_path(parent)
 
-    def _get_watched(
-        self, keys: Sequence[str], path_of: Callable[[str], str], watch: Callable[[WatchedEvent], None]
+    def _watched(
+        self,
+        keys: Sequence[str],
+        path_of: Callable[[str], str],
+        watch: Callable[[WatchedEvent], None],
+        exists: bool = False,
     ) -> list[tuple[str, Any]]:
-        """``(data, stat)`` of each key's node, None or NoNodeError where there is none, each left
-        with the data watch ``watch`` (kazoo's ``get(path, watch=...)``, many at once in bulk)."""
+        """Each key's node read as kazoo's ``get(path, watch=...)`` reads it (``(data, stat)``; None or
+        NoNodeError where there is none), or with ``exists`` as ``exists(path, watch=...)`` does (the
+        stat or None; the watch then also fires on the create): many at once through multiRead +
+        SetWatches (service/zookeeper/session/bulk.py)."""
         client = self._store.client
         if len(keys) < AGENT_BULK_MIN or not bulk.supported(client):
-            return self._pipelined(keys, lambda k: client.get_async(path_of(k), watch=watch))
+            call = client.exists_async if exists else client.get_async
+            return self._pipelined(keys, lambda k: call(path_of(k), watch=watch))
         timeout = max(self._store.session_timeout_s, 1.0) * 4
         with translated():
-            got = bulk.get_with_watches(client, [path_of(k) for k in keys], watch, timeout)
-        self.requests += 2 + -(-len(keys) // bulk.READ_BATCH) * 2  # the zxid's round trip, reads, watches
-        return list(zip(keys, got, strict=True))
-
-    def _exists_watched(
-        self, keys: Sequence[str], path_of: Callable[[str], str], watch: Callable[[WatchedEvent], None]
-    ) -> list[tuple[str, Any]]:
-        """The stat of each key's node (None: none there), each left with ``watch`` as kazoo's
-        ``exists(path, watch=...)`` leaves it (fired by a change or delete, or by the create)."""
-        client = self._store.client
-        if len(keys) < AGENT_BULK_MIN or not bulk.supported(client):
-            return self._pipelined(keys, lambda k: client.exists_async(path_of(k), watch=watch))
-        timeout = max(self._store.session_timeout_s, 1.0) * 4
-        with translated():
-            got = bulk.get_with_watches(client, [path_of(k) for k in keys], watch, timeout, absent_too=True)
-        self.requests += 2 + -(-len(keys) // bulk.READ_BATCH) * 3  # the zxid's round trip, reads, watches
-        return [(k, None if g is None else g[1]) for k, g in zip(keys, got, strict=True)]
+            paths = [path_of(k) for k in keys]
+            read = bulk.get_with_watches(client, paths, watch, timeout, absent_too=exists)
+        # the zxid's round trip, then per READ_BATCH a multiRead and SetWatches (two when some are absent)
+        self.requests += 1 + -(-len(keys) // bulk.READ_BATCH) * (3 if exists else 2)
+        if exists:
+            return [(k, None if got is None else got[1]) for k, got in zip(keys, read, strict=True)]
+        return list(zip(keys, read, strict=True))
 
     def _together(self, paths: list[str], op: Callable[[Any, str], None]) -> list[str]:
         """``op(tx, path)`` for each path, AGENT_MULTI to a transaction; returns the paths of the
@@ -100,6 +97,11 @@ class AgentRequests:
             if isinstance(result, Exception) or any(isinstance(r, Exception) for r in result):
                 failed += chunks[k]
         return failed
+
+    def _delete_all(self, paths: list[str]) -> None:
+        """Delete every node of ``paths`` (gone already is fine), many to a transaction."""
+        failed = self._together(paths, lambda tx, path: tx.delete(path))
+        self._pipelined(failed, self._store.client.delete_async)  # a request each, gone is fine
 
     def _pipelined(self, keys: Sequence[str], start: Callable[[str], Any]) -> list[tuple[str, Any]]:
         """``start(key)`` (one async request) for each key, at most AGENT_PIPELINE in flight; each key with
