@@ -272,6 +272,10 @@ def test_a_bundle_waiting_for_a_slot_is_not_let_go_by_the_bound(cluster: Cluster
         _, stat = client.get(P.assignment_path(bundle))
         client.create(P.handoff_path(bundle, stat.version), b"", ephemeral=True)
     wait_for(lambda: len(src.owned()) == count - HANDOFF_IN_FLIGHT, 20, what="b1 to fill its slots")
+    # Every other bundle seen ready before the clock moves (one looked at before its ready node was
+    # there is still on its wait for "ready", which the clock would end).
+    rest = count - HANDOFF_IN_FLIGHT
+    wait_for(lambda: len(src.follower._ready_seen) == rest, 20, what="b1 to see the rest ready")
     now[0] += 10 * HANDOFF_WAIT_S  # no take shows: the slots come back after the bound, once
     wait_for(lambda: len(src.owned()) == count - 2 * HANDOFF_IN_FLIGHT, 20, what="the slots to come back")
     steps = src.follower.steps
