@@ -1,6 +1,7 @@
 """Where BalancedShedder's move cost goes: each shedding cycle's plan judged on its own.
 
     .venv/bin/python bench/cost_per_plan.py [--instances 30] [--families NAME ...] [--jobs 2]
+        [--planner fill|exact] [--one-size]
 
 The family bench judges a whole run's moves at the traffic of the last disturbance; the oracle
 (``bench/cost_oracle.py``) compares the run with the cheapest single plan. This judges every cycle's
@@ -9,11 +10,18 @@ any plan must move there to reach the balance those moves reach: moved / least p
 run the sum of the plans' moved over the sum of their least. A plan that levels only the brokers
 that triggered leaves the cluster's max/min to the ones that did not, and buys little of the
 balance the claim prices. Prints a table; writes nothing (figures quoted in docs/strategy.md).
+
+``--one-size`` gives every bundle one message size (1 KiB). BalancedShedder balances what brokers
+report, which the simulator makes cost msg rate + bytes / 6 KiB (CPU per message grows with its
+size), while the claim prices and balances msg rate alone: with message sizes of 512 B-2 KiB the two
+differ by up to a quarter per bundle, and a plan least by one is not least by the other. With one
+size they are one metric; the difference between the two tables is what the mismatch costs (issue 31).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -24,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from cost_oracle import DEFAULT_FAMILIES, median_p95  # noqa: E402
+from quality import use_planner  # noqa: E402
 
 from balancer.sim.engine import PAIRS  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
@@ -31,9 +40,17 @@ from balancer.sim.family_claims import run_row  # noqa: E402
 from balancer.sim.plan_cost import Recording, plan_costs  # noqa: E402
 
 
-def one(job: tuple[str, int]) -> dict[str, Any]:
-    family, i = job
-    sim = Recording(instance(family, i), PAIRS["BalancedShedder"], i)
+def one(job: tuple[str, int, str, bool]) -> dict[str, Any]:
+    family, i, planner, one_size = job
+    use_planner(planner)
+    inst = instance(family, i)
+    if one_size:
+        inst = dataclasses.replace(
+            inst,
+            msg_size_range=(ONE_SIZE, ONE_SIZE),
+            groups=[dataclasses.replace(g, msg_size=None) for g in inst.groups],
+        )
+    sim = Recording(inst, PAIRS["BalancedShedder"], i)
     r = sim.run()
     pc = plan_costs(sim, r)
     return {
@@ -44,15 +61,23 @@ def one(job: tuple[str, int]) -> dict[str, Any]:
     }
 
 
+ONE_SIZE = 1024.0  # bytes per message with --one-size
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--instances", type=int, default=30)
     ap.add_argument("--families", nargs="*", choices=sorted(FAMILIES), default=DEFAULT_FAMILIES)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--planner", choices=["fill", "exact"], default="fill", help="BalancedShedder's plan")
+    ap.add_argument("--one-size", action="store_true", help=f"every message {ONE_SIZE:.0f} bytes")
     args = ap.parse_args()
-    jobs = [(f, i) for f in args.families for i in range(args.instances)]
+    if args.instances < 1 or args.jobs < 1:
+        ap.error(f"--instances and --jobs must be >= 1 (got {args.instances}, {args.jobs})")
+    jobs = [(f, i, args.planner, args.one_size) for f in args.families for i in range(args.instances)]
     with ProcessPoolExecutor(args.jobs) as ex:
         rows = list(ex.map(one, jobs))
+    print(f"planner {args.planner}, message sizes {'one (1 KiB)' if args.one_size else 'as generated'}")
     print(
         "| family | runs | as the bench judges | first plan | every plan | plans per run"
         " | run (sum of plans) |\n|---|---|---|---|---|---|---|"

@@ -2,6 +2,7 @@
 strategy pair, in one run, with BalancedShedder's claims checked on the result.
 
     .venv/bin/python bench/quality.py [--instances 100] [--jobs 2] [--families NAME ...] [--rows FILE]
+        [--planner fill|exact]
 
 Writes the ``## Balancing quality over scenario families (issue 19)`` section of BENCHMARKS.md: per
 family and strategy the median and 95th percentile of each metric (``balancer/sim/family_claims.py``
@@ -31,6 +32,14 @@ from balancer.sim.plan_cost import Recording, plan_costs  # noqa: E402
 
 BENCH = ROOT / "BENCHMARKS.md"
 HEADING = "## Balancing quality over scenario families (issue 19)"
+
+
+def use_planner(name: str) -> None:
+    """BalancedShedder's plan in this process: the water-fill's (the default) or the least-move
+    planner's on top of it (``balancer/shedding/least_move.py``, issue 31; needs scipy)."""
+    from balancer.shedding.balanced import BalancedShedder
+
+    BalancedShedder.exact = name == "exact"
 
 
 def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
@@ -114,6 +123,12 @@ def main() -> int:
     ap.add_argument("--families", nargs="*", choices=list(FAMILIES), help="default: all")
     ap.add_argument("--strategies", nargs="*", choices=list(PAIRS), help="default: all")
     ap.add_argument("--no-write", action="store_true", help="print the section, leave BENCHMARKS.md")
+    ap.add_argument(
+        "--planner",
+        choices=["fill", "exact"],
+        default="fill",
+        help="BalancedShedder's plan: the water-fill (default) or the least-move planner on top (scipy)",
+    )
     ap.add_argument("--rows", type=Path, help="also write every run's numbers here (JSON, for digging)")
     args = ap.parse_args()
     if args.instances < 1 or args.jobs < 1:
@@ -122,10 +137,17 @@ def main() -> int:
     labels = args.strategies or list(PAIRS)
     jobs = [(f, i, label) for f in fams for i in range(args.instances) for label in labels]
     t0 = time.perf_counter()
-    with multiprocessing.Pool(args.jobs) as pool:
+    if args.planner == "exact":
+        try:
+            import scipy  # noqa: F401
+        except ImportError:
+            ap.error("--planner exact needs scipy: .venv/bin/pip install -e '.[oracle]' (make installs it)")
+    with multiprocessing.Pool(args.jobs, initializer=use_planner, initargs=(args.planner,)) as pool:
         rows = list(pool.imap_unordered(run_job, jobs, chunksize=8))
     wall = time.perf_counter() - t0
     extra = f" --strategies {' '.join(args.strategies)}" if args.strategies else ""
+    if args.planner != "fill":
+        extra += f" --planner {args.planner}"
     text, ok = render(rows, args.instances, wall, args.jobs, extra)
     if args.rows:
         ordered = sorted(rows, key=lambda r: (r["family"], r["instance"], r["strategy"]))
