@@ -19,6 +19,7 @@ from balancer.shedding.least_move import (
     Plan,
     least_move_plan,
 )
+from balancer.shedding.oversized import bigger_home
 from balancer.shedding.selection import SYSTEM_PREFIXES, ResultBuilder
 
 # Reported utilisation may invert by up to this many tolerances (one band) in a move: the report is an
@@ -152,7 +153,12 @@ def water_fill(
             if i >= 0 or p_d >= p_s:
                 break
         if i < 0:
-            continue  # nothing of s fits: s drops out
+            home = bigger_home(s, ws, names, dst_heap, proj, used, capacity, tol, allowed)
+            if home is None:
+                continue  # nothing of s fits: s drops out
+            i, d = home
+            k_d = 1 / capacity[d]
+            p_d = proj[d]
         w, bundle = ws.pop(i), names.pop(i)
         p_s -= w * k_s
         proj[s] = p_s

@@ -406,3 +406,44 @@ def test_a_broker_the_drift_count_fires_below_the_target_is_filled_whatever_its_
     assert r.brokers["n"].reason == "triggered" and r.brokers["n"].numbers["drift"] < 0
     assert "n" not in r.unloads
     assert "n" in set(r.destinations.values())
+
+
+def test_a_bundle_bigger_than_every_room_goes_to_a_bigger_broker_when_that_lowers_the_peak() -> None:
+    # a (one capacity) holds two bundles of 4,500 at 90%; big is twice the capacity (7,000 at 35%).
+    # Neither bundle fits any destination's room or the pair's gap, so the fill alone drains nothing
+    # and a stays at 90. Moved to big, one of them leaves the pair's peak at 57.5 (issue 31).
+    load = cluster(
+        {
+            "a": (90.0, [4500.0, 4500.0]),
+            "b": (50.0, [500.0] * 10),
+            "c": (50.0, [500.0] * 10),
+            "big": (35.0, [700.0] * 10),
+        }
+    )
+    s = BalancedShedder()
+    s.exact = False
+    r = s.find_bundles_for_unloading(load, CONFIG)
+    for _ in range(CONFIG.loadBalancerAvgShedderHitCountLowThreshold):
+        if r.unloads:
+            break
+        r = s.find_bundles_for_unloading(load, CONFIG)
+    assert list(r.unloads) == ["a"] and len(r.unloads["a"]) == 1
+    assert r.destinations[r.unloads["a"][0]] == "big"
+
+
+def test_no_bigger_home_for_a_bundle_when_the_destination_is_no_bigger() -> None:
+    # The same hot broker beside standard brokers only: moving a 4,500 bundle whole trades one hot
+    # broker for another, so nothing of a moves.
+    load = cluster(
+        {
+            "a": (90.0, [4500.0, 4500.0]),
+            "b": (50.0, [500.0] * 10),
+            "c": (50.0, [500.0] * 10),
+            "d": (35.0, [350.0] * 10),
+        }
+    )
+    s = BalancedShedder()
+    s.exact = False
+    for _ in range(CONFIG.loadBalancerAvgShedderHitCountLowThreshold + 1):
+        r = s.find_bundles_for_unloading(load, CONFIG)
+        assert "a" not in r.unloads
