@@ -74,6 +74,11 @@ def main() -> int:
     args = ap.parse_args()
     if args.instances < 1 or args.jobs < 1:
         ap.error(f"--instances and --jobs must be >= 1 (got {args.instances}, {args.jobs})")
+    if args.planner == "exact":
+        try:
+            import scipy  # noqa: F401
+        except ImportError:
+            ap.error("--planner exact needs scipy: .venv/bin/pip install -e '.[oracle]' (make installs it)")
     jobs = [(f, i, args.planner, args.one_size) for f in args.families for i in range(args.instances)]
     with ProcessPoolExecutor(args.jobs) as ex:
         rows = list(ex.map(one, jobs))
