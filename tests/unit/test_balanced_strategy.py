@@ -408,20 +408,27 @@ def test_a_broker_the_drift_count_fires_below_the_target_is_filled_whatever_its_
     assert "n" in set(r.destinations.values())
 
 
-def test_a_bundle_bigger_than_every_room_goes_to_a_bigger_broker_when_that_lowers_the_peak() -> None:
-    # a (one capacity) holds two bundles of 4,500 at 90%; big is twice the capacity (7,000 at 35%).
-    # Neither bundle fits any destination's room or the pair's gap, so the fill alone drains nothing
-    # and a stays at 90. Moved to big, one of them leaves the pair's peak at 57.5 (issue 31).
+def _hot_a_beside(name: str, cpu: float, rates: list[float]) -> tuple[LoadData, BalancedShedder]:
+    """a (one capacity) holds two bundles of 4,500 at 90% beside b and c at 50% and one more broker;
+    the shedder runs the fill alone (the rule under test is the fill's)."""
     load = cluster(
         {
             "a": (90.0, [4500.0, 4500.0]),
             "b": (50.0, [500.0] * 10),
             "c": (50.0, [500.0] * 10),
-            "big": (35.0, [700.0] * 10),
+            name: (cpu, rates),
         }
     )
     s = BalancedShedder()
     s.exact = False
+    return load, s
+
+
+def test_a_bundle_bigger_than_every_room_goes_to_a_bigger_broker_when_that_lowers_the_peak() -> None:
+    # big is twice the capacity (7,000 at 35%). Neither of a's bundles fits any destination's room or
+    # the pair's gap, so the fill alone drains nothing and a stays at 90. Moved to big, one of them
+    # leaves the pair's peak at 57.5 (issue 31).
+    load, s = _hot_a_beside("big", 35.0, [700.0] * 10)
     r = s.find_bundles_for_unloading(load, CONFIG)
     for _ in range(CONFIG.loadBalancerAvgShedderHitCountLowThreshold):
         if r.unloads:
@@ -432,18 +439,9 @@ def test_a_bundle_bigger_than_every_room_goes_to_a_bigger_broker_when_that_lower
 
 
 def test_no_bigger_home_for_a_bundle_when_the_destination_is_no_bigger() -> None:
-    # The same hot broker beside standard brokers only: moving a 4,500 bundle whole trades one hot
-    # broker for another, so nothing of a moves.
-    load = cluster(
-        {
-            "a": (90.0, [4500.0, 4500.0]),
-            "b": (50.0, [500.0] * 10),
-            "c": (50.0, [500.0] * 10),
-            "d": (35.0, [350.0] * 10),
-        }
-    )
-    s = BalancedShedder()
-    s.exact = False
+    # The same hot broker beside standard brokers only (d: 3,500 at 35%): moving a 4,500 bundle whole
+    # trades one hot broker for another, so nothing of a moves.
+    load, s = _hot_a_beside("d", 35.0, [350.0] * 10)
     for _ in range(CONFIG.loadBalancerAvgShedderHitCountLowThreshold + 1):
         r = s.find_bundles_for_unloading(load, CONFIG)
         assert "a" not in r.unloads
