@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from cost_oracle import DEFAULT_FAMILIES, median_p95  # noqa: E402
-from quality import use_planner  # noqa: E402
+from quality import require_planner, use_planner  # noqa: E402
 
 from balancer.sim.engine import PAIRS  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
@@ -74,11 +74,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.instances < 1 or args.jobs < 1:
         ap.error(f"--instances and --jobs must be >= 1 (got {args.instances}, {args.jobs})")
-    if args.planner == "exact":
-        try:
-            import scipy  # noqa: F401
-        except ImportError:
-            ap.error("--planner exact needs scipy: .venv/bin/pip install -e '.[oracle]' (make installs it)")
+    require_planner(ap, args.planner)
     jobs = [(f, i, args.planner, args.one_size) for f in args.families for i in range(args.instances)]
     with ProcessPoolExecutor(args.jobs) as ex:
         rows = list(ex.map(one, jobs))

@@ -4,7 +4,8 @@ strategy pair, in one run, with BalancedShedder's claims checked on the result.
     .venv/bin/python bench/quality.py [--instances 100] [--jobs 2] [--families NAME ...] [--rows FILE]
         [--planner fill|exact]
 
-Writes the ``## Balancing quality over scenario families (issue 19)`` section of BENCHMARKS.md: per
+Writes the ``## Balancing quality over scenario families (issue 19)`` section of BENCHMARKS.md (with
+``--planner exact``, the planner-on section beside it): per
 family and strategy the median and 95th percentile of each metric (``balancer/sim/family_claims.py``
 defines them) and the claims with PASS/FAIL. The named scenarios stay as regression cases in
 ``bench/quality_named.py``. Exit status 1 when a claim fails.
@@ -23,6 +24,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from quality_named import write_section  # noqa: E402
 
 from balancer.sim.engine import PAIRS  # noqa: E402
 from balancer.sim.families import FAMILIES, instance  # noqa: E402
@@ -30,8 +34,12 @@ from balancer.sim.family_claims import METRICS, claims, notes, run_row, summaris
 from balancer.sim.metrics import UPHILL_MARGIN  # noqa: E402
 from balancer.sim.plan_cost import Recording, plan_costs  # noqa: E402
 
-BENCH = ROOT / "BENCHMARKS.md"
 HEADING = "## Balancing quality over scenario families (issue 19)"
+# BalancedShedder's plan -> the section its run writes: the planner-on run never replaces the default's.
+HEADINGS = {
+    "fill": HEADING,
+    "exact": "## Balancing quality with the least-move planner on (issue 31; not the default)",
+}
 
 
 def use_planner(name: str) -> None:
@@ -40,6 +48,16 @@ def use_planner(name: str) -> None:
     from balancer.shedding.balanced import BalancedShedder
 
     BalancedShedder.exact = name == "exact"
+
+
+def require_planner(ap: argparse.ArgumentParser, name: str) -> None:
+    """Refuse ``--planner exact`` without scipy: the planner would return nothing and every run would
+    silently be the fill's."""
+    if name == "exact":
+        try:
+            import scipy  # noqa: F401
+        except ImportError:
+            ap.error("--planner exact needs scipy: .venv/bin/pip install -e '.[oracle]' (make installs it)")
 
 
 def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
@@ -59,12 +77,14 @@ def _fmt(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.2f}".rstrip("0").rstrip(".") if v != int(v) else f"{v:.0f}"
 
 
-def render(rows: list[dict[str, Any]], n: int, wall: float, jobs: int, extra: str = "") -> tuple[str, bool]:
+def render(
+    rows: list[dict[str, Any]], n: int, wall: float, jobs: int, extra: str = "", heading: str = HEADING
+) -> tuple[str, bool]:
     summary = summarise(rows)
     labels = sorted({r["strategy"] for r in rows})
     verdicts = claims(rows)
     lines = [
-        HEADING,
+        heading,
         "",
         f"Produced by `.venv/bin/python bench/quality.py --instances {n} --jobs {jobs}{extra}` in one run"
         f" ({wall:.0f} s wall, 2-core machine shared with other work): {len(FAMILIES)} families"
@@ -105,17 +125,6 @@ def render(rows: list[dict[str, Any]], n: int, wall: float, jobs: int, extra: st
     return "\n".join(lines), all(ok for ok, _ in verdicts)
 
 
-def write_section(text: str) -> None:
-    doc = BENCH.read_text() if BENCH.exists() else "# Benchmarks\n"
-    start = doc.find(HEADING + "\n")
-    if start < 0:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    else:
-        nxt = doc.find("\n## ", start + len(HEADING))
-        doc = doc[:start] + text + (doc[nxt + 1 :] if nxt >= 0 else "")
-    BENCH.write_text(doc.rstrip("\n") + "\n")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--instances", type=int, default=100)
@@ -135,20 +144,17 @@ def main() -> int:
         ap.error(f"--instances and --jobs must be >= 1 (got {args.instances}, {args.jobs})")
     fams = args.families or list(FAMILIES)
     labels = args.strategies or list(PAIRS)
+    require_planner(ap, args.planner)
     jobs = [(f, i, label) for f in fams for i in range(args.instances) for label in labels]
     t0 = time.perf_counter()
-    if args.planner == "exact":
-        try:
-            import scipy  # noqa: F401
-        except ImportError:
-            ap.error("--planner exact needs scipy: .venv/bin/pip install -e '.[oracle]' (make installs it)")
     with multiprocessing.Pool(args.jobs, initializer=use_planner, initargs=(args.planner,)) as pool:
         rows = list(pool.imap_unordered(run_job, jobs, chunksize=8))
     wall = time.perf_counter() - t0
     extra = f" --strategies {' '.join(args.strategies)}" if args.strategies else ""
     if args.planner != "fill":
         extra += f" --planner {args.planner}"
-    text, ok = render(rows, args.instances, wall, args.jobs, extra)
+    heading = HEADINGS[args.planner]
+    text, ok = render(rows, args.instances, wall, args.jobs, extra, heading)
     if args.rows:
         ordered = sorted(rows, key=lambda r: (r["family"], r["instance"], r["strategy"]))
         # JSON has no infinity: "never balanced" and "unbounded" are written as the string "inf".
@@ -157,7 +163,7 @@ def main() -> int:
     if args.no_write:
         print(text)
     else:
-        write_section(text)
+        write_section(text, heading)
         print(text.split("\n| family")[0])
     print(f"{len(jobs)} runs in {wall:.0f} s")
     return 0 if ok else 1
