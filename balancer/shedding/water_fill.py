@@ -19,7 +19,7 @@ from balancer.shedding.least_move import (
     Plan,
     least_move_plan,
 )
-from balancer.shedding.oversized import bigger_home
+from balancer.shedding.oversized import Cluster, bigger_home, why_oversized
 from balancer.shedding.selection import SYSTEM_PREFIXES, ResultBuilder
 
 # Reported utilisation may invert by up to this many tolerances (one band) in a move: the report is an
@@ -100,6 +100,8 @@ def water_fill(
     ranked: dict[str, tuple[list[float], list[str]]] = {}
     # (source, bundle, destination, weight, source's and destination's projections after it)
     moved: list[tuple[str, str, str, float, float, float]] = []
+    cluster: Cluster | None = None  # built where a bundle fits nowhere (rare: a large cycle skips it)
+    oversized: dict[str, str] = {}  # bundle -> why the oversized-bundle rule moved it
     while src_heap and dst_heap:
         s = heappop(src_heap)[1]
         while dst_heap[0][0] != proj[dst_heap[0][1]]:
@@ -153,10 +155,17 @@ def water_fill(
             if i >= 0 or p_d >= p_s:
                 break
         if i < 0:
-            home = bigger_home(s, ws, names, dst_heap, proj, used, capacity, tol, allowed)
+            if cluster is None:
+                cluster = Cluster(
+                    sum(proj[b] * capacity[b] for b in proj),
+                    sum(capacity[b] for b in proj),
+                    lambda b: sum(sheddable(load, b, v.tp_unit)[0]),
+                )
+            home = bigger_home(s, ws, names, dst_heap, proj, used, capacity, tol, allowed, cluster)
             if home is None:
                 continue  # nothing of s fits: s drops out
-            i, d = home
+            i, d, swap = home
+            oversized[names[i]] = why_oversized(s, d, swap)
             k_d = 1 / capacity[d]
             p_d = proj[d]
         w, bundle = ws.pop(i), names.pop(i)
@@ -204,7 +213,7 @@ def water_fill(
         decisions.append(
             explain(
                 "balance",
-                f"moves {s} toward the target, bound to {d}",
+                oversized.get(bundle) or f"moves {s} toward the target, bound to {d}",
                 subject=bundle,
                 broker=s,
                 weight=w,
