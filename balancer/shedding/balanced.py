@@ -273,10 +273,16 @@ class BalancedShedder:
         # median 16.5 -> 22, AvgShedder 55; averaged max/min 1.34 -> 1.31). Excluding brokers that
         # swung recently bought back one unload of it and lost the balance gained.
         def joins(b: str, side: int) -> bool:
-            return out.brokers[b].reason == "triggered" or side * (v.implied(b) - v.traffic_target) > edge
+            return side * (v.implied(b) - v.traffic_target) > edge
 
-        sources = [b for b in over if triggered_under or joins(b, 1)] + [b for b in in_band if joins(b, 1)]
-        dests = [b for b in under if triggered_over or joins(b, -1)] + [b for b in in_band if joins(b, -1)]
+        def did_fire(b: str) -> bool:
+            return out.brokers[b].reason == "triggered"
+
+        # A broker that fired is never in the band list (it fired beyond the band or the tolerance).
+        sources = [b for b in over if triggered_under or did_fire(b) or joins(b, 1)]
+        sources += [b for b in in_band if joins(b, 1)]
+        dests = [b for b in under if triggered_over or did_fire(b) or joins(b, -1)]
+        dests += [b for b in in_band if joins(b, -1)]
         allowed = even_spread(load, v) if config.loadBalancerDistributeBundlesEvenlyEnabled else None
         # Brokers taking no part whose reports are current (settling ones are not in these lists): the
         # fill stops at their envelope, and only a side that triggered has to reach it.

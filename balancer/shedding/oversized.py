@@ -5,7 +5,7 @@ destination has given smaller bundles back (a swap, issue 31)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # A source left standing more than this max/min above the rest of the cluster's mean level (capacity
 # weighted) can only be balanced by moving the bundle that pins it: levelling the rest around it no
@@ -18,14 +18,21 @@ from dataclasses import dataclass
 SWAP_ABOVE_REST = 1.17
 
 
-@dataclass(frozen=True)
+@dataclass
 class Cluster:
     """What the swap test needs beyond the pair: every reporting broker's traffic (level x capacity,
-    which no move changes) and capacity, summed, and the traffic each broker may give back."""
+    which no move changes) and capacity, summed, and the traffic each broker may give back (read
+    once a broker, by ``read_movable``)."""
 
     traffic: float
     capacity: float
-    movable: Callable[[str], float]
+    read_movable: Callable[[str], float]
+    _movable: dict[str, float] = field(default_factory=dict)
+
+    def movable(self, broker: str) -> float:
+        if broker not in self._movable:
+            self._movable[broker] = self.read_movable(broker)
+        return self._movable[broker]
 
 
 def bigger_home(
