@@ -173,3 +173,15 @@ def test_decoder_reads_entries_stops_at_a_torn_tail_and_keeps_only_what_a_quorum
     history = merged_history([m1, m2, m3])
     assert [t.zxid & 0xFFFF for t in history.txns] == [1, 2]
     assert [t.zxid & 0xFFFF for t in history.uncommitted] == [3] and history.conflicts == []
+
+
+def test_handoff_percentiles_are_nearest_rank_like_every_other_figure() -> None:
+    from service.zookeeper.forensics.handoff import Handoffs
+
+    got = Handoffs(gaps_ms=list(range(100, 0, -1)), ready_gaps_ms=[20, 10])
+    # Nearest rank: the p99 of 1..100 is 99, not the maximum; the p50 of two is the smaller.
+    assert got.percentile(0.99) == 99 and got.percentile(0.5) == 50
+    summary = got.summary()
+    assert summary["p99Ms"] == 99 and summary["maxMs"] == 100
+    assert summary["readyFirstP50Ms"] == 10 and summary["readyFirstP99Ms"] == 20
+    assert Handoffs().summary()["p50Ms"] is None

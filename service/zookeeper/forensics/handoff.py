@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from balancer.longterm import percentile_nearest_rank
 from service.zookeeper import paths as P
 from service.zookeeper.forensics.audit import chrooted
 from service.zookeeper.forensics.txnlog import CREATES, Txn
@@ -47,10 +48,11 @@ class Handoffs:
 
 
 def _percentile(values: list[int], q: float) -> int | None:
+    """Nearest rank, as every other percentile the project reports (``int(q * n)`` made the p99 of
+    100 gaps their maximum and the p50 of two the larger)."""
     if not values:
         return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return int(percentile_nearest_rank(values, q))
 
 
 def _count_ready(ready: dict[str, int], path: str, step: int) -> None:
