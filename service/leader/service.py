@@ -6,14 +6,13 @@ shedding, reconcile, bundle-data and split.
 
 Jobs are paused while this instance does not lead and each re-checks leadership before writing.
 Thread-safe: every method may be called from the REST layer's threads. Readiness
-(:mod:`service.leader.readiness`) and the operator's unload, split and lookup
-(:mod:`service.leader.operations`) are mixins in their own modules.
+(:mod:`service.leader.readiness`), the REST reads (:mod:`service.leader.reads`) and the operator's
+unload, split and lookup (:mod:`service.leader.operations`) are mixins in their own modules.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 import random
 import threading
@@ -21,15 +20,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from balancer.bundles import NamespaceBundles
 from balancer.config import LoadBalancerConfig
-from balancer.cycle import CyclePlan, plan_shedding_cycle
 from balancer.explain import explain
 from balancer.placement.base import PlacementStrategy
 from balancer.shedding.base import LoadSheddingStrategy
 from service.errors import ServiceError, StoreUnavailable
 from service.leader.clock import now_ms
-from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
+from service.leader.cluster_view import ClusterView, DecisionLog
 from service.leader.dynamic_config import ConfigUpdates, DynamicConfig, make_strategies
 from service.leader.election import LeaderElection
 from service.leader.executors import Executor, ZkExecutor
@@ -40,9 +37,9 @@ from service.leader.metrics_sink import MetricsSink, NoMetrics
 from service.leader.operations import ManualOperations
 from service.leader.pulsar_mode import PulsarMode
 from service.leader.readiness import Readiness
+from service.leader.reads import ClusterReads
 from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
-from service.zookeeper.metadata.namespaces import NamespaceAdmin
 from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.session.security import ZkSecurity
 from service.zookeeper.session.validate import path_kind
@@ -50,7 +47,7 @@ from service.zookeeper.session.validate import path_kind
 log = logging.getLogger(__name__)
 
 
-class LoadManagerService(Readiness, ManualOperations, PulsarMode, ConfigUpdates):
+class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, ConfigUpdates):
     """One load-manager instance. ``start()`` connects and campaigns; ``stop()`` steps down and closes.
 
     ``executor`` defaults to the ZooKeeper-native one, or in Pulsar mode (``settings.mode``) to
@@ -332,68 +329,6 @@ class LoadManagerService(Readiness, ManualOperations, PulsarMode, ConfigUpdates)
     def _epoch(self) -> int | None:
         f = self.election.fence()
         return None if f is None else f.version
-
-    # ---- reads -------------------------------------------------------------------------------------
-    def view(self) -> ClusterView:
-        """A fresh read of the cluster (cached for one second)."""
-        cached = self._view_cache
-        if cached is not None and now_ms() - cached.time_ms < 1000:
-            return cached
-        return self._publish_view()
-
-    def _publish_view(self) -> ClusterView:
-        """The cluster as the watch cache has it (one cheap sync), never a full read of ZooKeeper."""
-        leader = self.is_leader()
-        snap = self._loadview.snapshot(self.store, now_ms(), bundle_data=not leader)
-        # Jobs publish the leader's bundle data after each run: a job holding the service lock for
-        # seconds at 100k bundles never makes a REST read wait.
-        published, recent = self._published
-        bundle_data = dict(published) if leader else {}
-        v = ClusterView(
-            time_ms=now_ms(),
-            leader=self.leader_info(),
-            brokers=snap.brokers,
-            bundle_data=bundle_data or snap.stored_bundle_data,
-            owners={b: o.broker for b, o in snap.owners.items()},
-            assignments={b: a.value.broker for b, a in snap.assignments.items()},
-            namespaces={ns: got.value.bundle_names for ns, got in snap.layouts.items()},
-            recently_unloaded=recent,
-            malformed=dict(self.store.malformed),
-        )
-        self._view_cache = v
-        w = self._config.weights()
-        scores = {b: {"weightedMaxUsage": d.max_resource_usage_with_weight(w)} for b, d in v.brokers.items()}
-        self.metrics.view_updated(v, scores)
-        return v
-
-    def decisions(self, limit: int = 100, kind: str | None = None) -> list[DecisionRecord]:
-        """Newest first; ``kind`` is shedding, placement, split or manual."""
-        return self._decisions.latest(limit, kind)
-
-    def dry_run(self) -> CyclePlan:
-        """What a shedding cycle would do now, on copies: nothing is written, no state changes.
-
-        The copies are refreshed from ZooKeeper first, as the cycle itself does: the leader's own
-        view is only as fresh as its last cycle, which can be a whole shedding interval old."""
-        with self._lock:
-            view = self._loadview.shadow()
-            shedder, placement = copy.deepcopy((self._shedder, self._placement))
-            now = now_ms()
-            view.refresh(self.store, now, (shedder, placement))
-            return plan_shedding_cycle(
-                view.load, self._config, shedder, placement, view.ctx, now, random.Random(0)
-            )
-
-    def namespaces(self) -> NamespaceAdmin:
-        """Namespace administration on this instance's session: plain compare-and-set writes of
-        Pulsar's admin nodes, so any instance may serve them; the leader reads them on refresh."""
-        return NamespaceAdmin(self.store)
-
-    def create_namespace(self, namespace: str, num_bundles: int | None = None) -> NamespaceBundles:
-        """Write a namespace's initial layout (``defaultNumberOfNamespaceBundles``); idempotent."""
-        return self.store.create_namespace(
-            namespace, num_bundles or self._config.defaultNumberOfNamespaceBundles
-        )
 
     def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         """Poll ``predicate`` until true or the deadline (a helper for the demo and tests)."""
