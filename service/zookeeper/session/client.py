@@ -8,9 +8,13 @@ world-writable nodes); ``tests/unit/test_zk_client_factory.py`` proves no other 
 
 from __future__ import annotations
 
+import threading
+import time
+import warnings
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import AuthFailedError
 from kazoo.protocol.states import KeeperState
 
 from balancer.errors import InvalidInput
@@ -19,21 +23,65 @@ from service.zookeeper.session.security import ZkSecurity
 
 
 class Client(KazooClient):  # type: ignore[misc]
-    """A kazoo client that remembers the server refused its login.
+    """A kazoo client whose ``start()`` reports a refused login as soon as the server refuses it.
 
-    kazoo's ``start()`` sets the session live before the SASL exchange; when the refusal arrives before
-    ``start()`` looks at the session again (a loaded machine), it reports a connection time-out, and
-    the state says CLOSED by then. ``login_refused`` keeps the one fact that tells the two apart.
+    kazoo's ``start()`` waits only for the session to go live, and the connection thread sets it live
+    *before* the SASL exchange, then clears it again when the server refuses the login. On a loaded
+    machine both can happen before ``start()`` begins to wait, and kazoo then waits out its whole
+    timeout and reports a connection time-out, with the state already CLOSED. Here ``start()`` waits
+    for connected *or* refused, and ``login_refused`` keeps the one fact that tells a refusal from an
+    unreachable server even after the state has moved on to CLOSED.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.login_refused = False
+        # Set by the connection thread after each state change start() may stop waiting for.
+        self._settled = threading.Event()
 
     def _session_callback(self, state: Any) -> None:
         if state == KeeperState.AUTH_FAILED:
             self.login_refused = True
         super()._session_callback(state)
+        # After kazoo's own bookkeeping, so a woken start() sees the session as it now is.
+        if state in _SETTLING:
+            self._settled.set()
+
+    def start(self, timeout: float = 15) -> None:
+        """Connect within ``timeout`` seconds, as kazoo's ``start()`` does, except that a refused login
+        raises AuthFailedError the moment it arrives instead of a time-out once ``timeout`` has passed.
+
+        Either failure stops the connection thread and frees the client's sockets before raising.
+        """
+        if self.connected:
+            return
+        self.login_refused = False
+        self._settled.clear()
+        self.start_async()
+        deadline = time.monotonic() + timeout
+        # The event is cleared before the state is looked at again: a change in between ends the next wait.
+        while not (self.login_refused or self.connected):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._settled.wait(remaining)
+            self._settled.clear()
+        if self.login_refused or not self.connected:
+            refused = self.login_refused
+            self.stop()
+            self.close()
+            if refused:
+                raise AuthFailedError("ZooKeeper refused the login")
+            raise self.handler.timeout_exception("Connection time-out")
+        if self.chroot and not self.exists("/"):
+            # kazoo's start() says the same; kept so callers see no difference.
+            warnings.warn(
+                "No chroot path exists, the chroot path should be created before normal use.", stacklevel=2
+            )
+
+
+# The session states after which start() has its answer: connected, or the login refused.
+_SETTLING = (KeeperState.CONNECTED, KeeperState.CONNECTED_RO, KeeperState.AUTH_FAILED)
 
 
 def new_client(

@@ -163,6 +163,8 @@ class JsonZk:
             except ZkAccessDenied:
                 raise
             except StoreUnavailable as e:
+                if self.client.login_refused:  # refused after start() returned: closed for good
+                    raise ZkAccessDenied(AUTH_FAILED) from None
                 if time.monotonic() >= deadline:
                     raise StoreUnavailable(
                         f"ZooKeeper at {self.hosts} dropped the connection while loadmgr started and did not"
