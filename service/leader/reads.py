@@ -1,8 +1,9 @@
 """``ClusterReads``: the cluster as REST reads it (view, decision log, dry run, namespace admin).
 
 A mixin of :class:`service.leader.service.LoadManagerService`, kept in its own module so ``service.py``
-stays under the ~400-line guideline; every read takes the service's state, never a lock a job holds
-for long.
+stays under the ~400-line guideline. ``view`` and ``decisions`` read what the jobs published and
+never wait for the service lock a job may hold for seconds; ``dry_run`` takes it, since it copies the
+strategies' state.
 """
 
 from __future__ import annotations

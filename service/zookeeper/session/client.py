@@ -21,6 +21,9 @@ from balancer.errors import InvalidInput
 from service.zookeeper.session.hosts import check_hosts
 from service.zookeeper.session.security import ZkSecurity
 
+# The session states after which start() has its answer: connected, or the login refused.
+_SETTLING = (KeeperState.CONNECTED, KeeperState.CONNECTED_RO, KeeperState.AUTH_FAILED)
+
 
 class Client(KazooClient):  # type: ignore[misc]
     """A kazoo client whose ``start()`` reports a refused login as soon as the server refuses it.
@@ -78,10 +81,6 @@ class Client(KazooClient):  # type: ignore[misc]
             warnings.warn(
                 "No chroot path exists, the chroot path should be created before normal use.", stacklevel=2
             )
-
-
-# The session states after which start() has its answer: connected, or the login refused.
-_SETTLING = (KeeperState.CONNECTED, KeeperState.CONNECTED_RO, KeeperState.AUTH_FAILED)
 
 
 def new_client(
