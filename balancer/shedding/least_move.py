@@ -1,6 +1,6 @@
 """BalancedShedder's near-least-cost plan: once the triggers have decided *when* to move, which bundles
 to move so that the balance the water-fill would reach (or a better one, where the fill is stuck) is
-reached with the least traffic moved.
+reached with the least moved.
 
 The water-fill (:mod:`balancer.shedding.water_fill`) takes every participant to within a tolerance of
 the target, while the max/min the cluster ends at is usually set by brokers that took no part; the
@@ -9,8 +9,9 @@ bottom (issue 19's eighth round: our plans cost 1.13-1.55 times that least at th
 traffic). This solves the assignment exactly, as a small mixed-integer program (HiGHS through
 scipy): binary x[bundle, destination] over a restricted candidate set (a few of the largest and
 smallest movable bundles of each participant, and the bundles the fill chose), a level m, and
-every participant's projected traffic-implied level within [m, aim * m], the brokers taking no part
-bounding m. Minimise the traffic moved (plus a small charge per unload).
+every participant's projected level within [m, aim * m], the brokers taking no part bounding m.
+Minimise what is moved (plus a small charge per unload). The unit is the caller's:
+:mod:`balancer.shedding.exact_plan` plans in msg rate, with the traffic as a guard.
 
 The fill's guards carry over as the candidate edges: a bundle may only go from a broker to one whose
 traffic-implied level and reported utilisation are both lower (the uphill guard), only to a broker
@@ -73,13 +74,17 @@ def least_move_plan(
     allowed: Callable[[str, str], bool] | None = None,
     quiet: Callable[[str, str], bool] | None = None,
     min_gradient: float = 0.0,
+    guard: tuple[dict[str, float], dict[str, float]] | None = None,
 ) -> Plan | None:
-    """The cheapest plan found within the work limit that keeps every participant's traffic-implied
-    level (``levels``, after the plan) and the ``others``' fixed levels within max/min ``aim``; None
+    """The cheapest plan found within the work limit that keeps every participant's level
+    (``levels``, after the plan) and the ``others``' fixed levels within max/min ``aim``; None
     when there is none within the limit, the program is too big, or scipy is missing.
 
-    ``movable[b]`` = (weights ascending, names) of broker b's movable bundles; ``used`` its
-    reported utilisation; ``quiet(s, d)`` says a pair may not exchange anything."""
+    ``movable[b]`` = (weights ascending, names) of broker b's movable bundles, in the unit ``levels``
+    are in (``levels[b]`` = b's total / ``capacity[b]``); ``used`` its reported utilisation;
+    ``quiet(s, d)`` says a pair may not exchange anything. ``guard`` = (traffic-implied levels,
+    each bundle's traffic) where the plan is in another unit (msg rate): a move must not invert its
+    pair by those either."""
     try:
         import numpy as np
         from scipy.optimize import Bounds, LinearConstraint, milp
@@ -96,13 +101,17 @@ def least_move_plan(
         cands += [(s, names[i], ws[i]) for i in sorted(picks)]
     edges: list[tuple[int, str]] = []  # (candidate index, destination)
     lowest = sorted(participants, key=lambda b: (levels[b], b))
+    g_levels, g_weight = guard if guard is not None else (levels, {})
     for ci, (s, bundle, w) in enumerate(cands):
-        # As the fill's pairs: the move alone does not invert the pair, by traffic or by report.
+        k = 1 / capacity[s]
+        g_w = g_weight.get(bundle, w)
+        # As the fill's pairs: the move alone does not invert the pair, by traffic or by report (and
+        # by the plan's own unit where that is another).
         below = [
             d
             for d in lowest
-            if min(levels[s] - levels[d], used[s] - used[d]) - min_gradient
-            >= w * (1 / capacity[s] + 1 / capacity[d])
+            if min(g_levels[s] - g_levels[d], used[s] - used[d]) - min_gradient >= g_w * (k + 1 / capacity[d])
+            and levels[s] - levels[d] >= w * (k + 1 / capacity[d])
         ]
         for d in below[:DESTINATIONS_EACH]:
             if d == s:

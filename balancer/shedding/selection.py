@@ -179,3 +179,35 @@ def shed_by_cover(
             offloadedBefore=before,
             target=target,
         )
+
+
+def sheddable(load: LoadData, broker: str, tp_unit: float) -> tuple[list[float], list[str]]:
+    """Weights (ascending) and names of the broker's bundles that may move: owned, with data,
+    traffic > 0, not a system bundle, not recently unloaded (as every Pulsar shedder filters).
+    Equal weights are ordered by name.
+
+    Inline rather than :func:`selection.candidates` because a large cycle ranks ~100,000 bundles.
+    """
+    get = load.bundle_data.get
+    recent = load.recently_unloaded_bundles
+    pairs: list[tuple[float, str]] = []
+    append = pairs.append
+    local = load.broker_data[broker].local_data
+    last = local.last_stats
+    for name in local.bundles:
+        bd = get(name)
+        if bd is None or name in recent:
+            continue
+        # Every system namespace starts with one of the prefixes: ordinary bundles skip the parse.
+        if name.startswith(SYSTEM_PREFIXES) and is_system_bundle(name):
+            continue
+        # The latest report's stats when it has them, as the broker's own traffic W is: the
+        # short-term average lags a bundle that just grew, so its weight understated what moving
+        # it takes off, and a broker whose namespace tripled shed 11 bundles and ended 19 points
+        # below the target.
+        st = last.get(name) or bd.short_term_data
+        w = st.msg_rate_in + st.msg_rate_out + (st.msg_throughput_in + st.msg_throughput_out) / tp_unit
+        if w > 0:
+            append((w, name))
+    pairs.sort()
+    return [w for w, _ in pairs], [name for _, name in pairs]

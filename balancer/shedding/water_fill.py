@@ -8,19 +8,13 @@ import bisect
 import heapq
 from collections.abc import Callable, Iterator
 
-from balancer.bundles import is_system_bundle, namespace_of
+from balancer.bundles import namespace_of
 from balancer.explain import explain
 from balancer.models import LoadData
 from balancer.shedding.capacity import View
-from balancer.shedding.least_move import (
-    CANDIDATES_EACH_END,
-    DESTINATIONS_EACH,
-    MAX_EDGES,
-    Plan,
-    least_move_plan,
-)
+from balancer.shedding.exact_plan import exact_plan
 from balancer.shedding.oversized import Cluster, bigger_home, why_oversized
-from balancer.shedding.selection import SYSTEM_PREFIXES, ResultBuilder
+from balancer.shedding.selection import ResultBuilder, sheddable
 
 # Reported utilisation may invert by up to this many tolerances (one band) in a move: the report is an
 # interval old and carries its own CPU noise, and holding it exact dropped sources that still had room
@@ -43,9 +37,6 @@ ONE_CLASS_REACH = (ENVELOPE_RATIO - 1) / (ENVELOPE_RATIO + 1)
 # margin at the default band) is within one interval's noise of going uphill (skewed_sizes #22: a
 # destination filled to within a point of its source, 4 points above it by the next interval's load).
 MIN_GRADIENT_TOLS = 2
-# The balance (traffic-implied max/min) the exact planner aims at where the fill's plan would leave
-# the cluster wider than this (a bundle bigger than any destination's room, issue 31).
-EXACT_AIM = ENVELOPE_RATIO
 
 
 def water_fill(
@@ -184,12 +175,10 @@ def water_fill(
         # least p95 2.44 -> 1.52 heterogeneous, 2.15 -> 1.50 skewed sizes on instances 0..19, against
         # 2.95 and 1.89 with the others' levels fixed).
         participants = list(dict.fromkeys((*sources, *dests, *(others or ()))))
-        other_levels: list[float] = []
-        plan = _least_move(
+        plan = exact_plan(
             load,
             v,
             participants,
-            other_levels,
             start_levels,
             moved,
             ranked,
@@ -206,7 +195,7 @@ def water_fill(
                 proj[s] -= w / capacity[s]
                 proj[d] += w / capacity[d]
                 moved.append((s, bundle, d, w, proj[s], proj[d]))
-            out.notes["planner"] = "least_move"
+            out.notes["planner"] = "least_move" if moved else "least_move: no plan buys msg-rate balance"
     util, unloads, decisions, destinations = v.util, out.unloads, out.decisions, out.destinations
     for s, bundle, d, w, p_s, p_d in moved:
         unloads.setdefault(s, []).append(bundle)
@@ -226,77 +215,6 @@ def water_fill(
         )
         destinations[bundle] = d
     return {b: proj[b] - target for b in (*sources, *dests)}
-
-
-def _least_move(
-    load: LoadData,
-    v: View,
-    participants: list[str],
-    other_levels: list[float],
-    start: dict[str, float],
-    fill: list[tuple[str, str, str, float, float, float]],
-    ranked: dict[str, tuple[list[float], list[str]]],
-    allowed: Callable[[str, str], bool] | None,
-    quiet_pairs: tuple[set[str], float] | None,
-    min_gradient: float,
-) -> Plan | None:
-    """The exact planner's plan (:mod:`balancer.shedding.least_move`) where it reaches the fill's
-    balance for less traffic, or a better balance where the fill's is beyond EXACT_AIM; else None and
-    the fill's plan stands."""
-    after = dict(start)
-    for s, _bundle, d, _w, p_s, p_d in fill:
-        after[s], after[d] = p_s, p_d
-    r_fill = _spread([after[b] for b in participants] + other_levels)
-    r_now = _spread([start[b] for b in participants] + other_levels)
-    if r_now <= 1.0 or len(participants) < 2:
-        return None
-    if len(participants) * 2 * CANDIDATES_EACH_END * DESTINATIONS_EACH > MAX_EDGES:
-        return None  # too big a program: the fill's plan (and no ranking of every broker's bundles)
-    best = max(EXACT_AIM, _spread(other_levels) if other_levels else 1.0)
-    aims = [r_fill] if r_fill <= best else [best, (best + r_fill) / 2, r_fill]
-    if not fill:
-        aims = [a for a in aims if a < r_now]
-    movable = {}
-    for b in participants:
-        got = ranked.get(b)
-        movable[b] = got if got is not None else sheddable(load, b, v.tp_unit)
-    # The fill popped its moves off ``ranked``: they are candidates again.
-    for s, bundle, _d, w, _ps, _pd in fill:
-        ws, names = movable[s] = (list(movable[s][0]), list(movable[s][1]))
-        i = bisect.bisect_left(ws, w)
-        ws.insert(i, w)
-        names.insert(i, bundle)
-    fill_moved = sum(m[3] for m in fill)
-    quiet = None
-    if quiet_pairs is not None:
-        fired, gap = quiet_pairs
-
-        def quiet(s: str, d: str) -> bool:
-            return start[s] - start[d] < gap and not fired & {s, d}
-
-    used = {b: v.util[b] for b in participants}
-    for aim in aims:
-        plan = least_move_plan(
-            start,
-            used,
-            v.capacity,
-            movable,
-            participants,
-            other_levels,
-            aim,
-            must_consider={m[1] for m in fill},
-            allowed=allowed,
-            quiet=quiet,
-            min_gradient=min_gradient,
-        )
-        if plan is not None and (aim < r_fill * (1 - 1e-9) or plan.moved < fill_moved):
-            return plan
-    return None
-
-
-def _spread(levels: list[float]) -> float:
-    lo = min(levels) if levels else 0.0
-    return float("inf") if lo <= 0 else max(levels) / lo
 
 
 def reach_of(v: View, tol: float) -> float:
@@ -349,35 +267,3 @@ def _in_order(
     """The lowest destination, then (sorted only if asked for) the others with room, lowest first."""
     yield first
     yield from (e for p, e in sorted(heap) if e != first and p == proj[e] and p < ceiling)
-
-
-def sheddable(load: LoadData, broker: str, tp_unit: float) -> tuple[list[float], list[str]]:
-    """Weights (ascending) and names of the broker's bundles that may move: owned, with data,
-    traffic > 0, not a system bundle, not recently unloaded (as every Pulsar shedder filters).
-    Equal weights are ordered by name.
-
-    Inline rather than :func:`selection.candidates` because a large cycle ranks ~100,000 bundles.
-    """
-    get = load.bundle_data.get
-    recent = load.recently_unloaded_bundles
-    pairs: list[tuple[float, str]] = []
-    append = pairs.append
-    local = load.broker_data[broker].local_data
-    last = local.last_stats
-    for name in local.bundles:
-        bd = get(name)
-        if bd is None or name in recent:
-            continue
-        # Every system namespace starts with one of the prefixes: ordinary bundles skip the parse.
-        if name.startswith(SYSTEM_PREFIXES) and is_system_bundle(name):
-            continue
-        # The latest report's stats when it has them, as the broker's own traffic W is: the
-        # short-term average lags a bundle that just grew, so its weight understated what moving
-        # it takes off, and a broker whose namespace tripled shed 11 bundles and ended 19 points
-        # below the target.
-        st = last.get(name) or bd.short_term_data
-        w = st.msg_rate_in + st.msg_rate_out + (st.msg_throughput_in + st.msg_throughput_out) / tp_unit
-        if w > 0:
-            append((w, name))
-    pairs.sort()
-    return [w for w, _ in pairs], [name for _, name in pairs]

@@ -1,0 +1,133 @@
+"""Where the least-move planner (:mod:`balancer.shedding.least_move`) replaces the water-fill's plan,
+and in what unit it plans.
+
+The triggers fire on what brokers report (Pulsar's load: the highest resource usage), and the fill
+levels traffic (msg rate plus bytes / 6 KiB, what that usage follows). The planner decides *what* to
+move in **msg rate**, for the moved msg rate and the msg-rate max/min (capacity weighted): that is
+what issue 31's claim prices and balances, and what Pulsar's default placement
+(LeastLongTermMessageRate) evens out. The two differ per bundle by up to a quarter where message
+sizes differ, so the plan least in traffic is not the least in msg rate: planned in traffic, the
+planner's per-plan moved / least was 1.07-1.20 at the median and 1.26-1.55 at p95 on instances 0..29
+of the four least-cost families; in msg rate, 1.04 and 1.11-1.41 (docs/strategy.md, issue 31's fifth
+round). The traffic stays a guard: no move inverts its pair by traffic-implied level or by report.
+
+A plan must buy msg-rate balance: where the fill's plan would narrow the msg-rate max/min by less
+than BUY (relative) and the planner finds nothing that does better, nothing moves. A report-triggered
+broker whose msg rate is already level with the rest (its messages are larger) is left where it is,
+rather than levelled by traffic at a msg-rate cost that buys no msg-rate balance.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+
+from balancer.models import LoadData
+from balancer.shedding.capacity import View
+from balancer.shedding.least_move import (
+    CANDIDATES_EACH_END,
+    DESTINATIONS_EACH,
+    MAX_EDGES,
+    Plan,
+    least_move_plan,
+)
+from balancer.shedding.selection import sheddable
+
+# The balance (msg-rate max/min) the planner aims at where the fill's plan would leave the cluster
+# wider than this (a bundle bigger than any destination's room, issue 31): the fill's envelope.
+EXACT_AIM = 1.15
+# The least relative narrowing of the msg-rate max/min a plan must buy to be made.
+BUY = 0.02
+
+# (source, bundle, destination, traffic, source's and destination's projections after it)
+Move = tuple[str, str, str, float, float, float]
+
+
+def exact_plan(
+    load: LoadData,
+    v: View,
+    participants: list[str],
+    start: dict[str, float],
+    fill: list[Move],
+    ranked: dict[str, tuple[list[float], list[str]]],
+    allowed: Callable[[str, str], bool] | None,
+    quiet_pairs: tuple[set[str], float] | None,
+    min_gradient: float,
+) -> Plan | None:
+    """The planner's plan, its moves weighted in traffic as the fill's are, where it reaches the fill's
+    msg-rate balance for less msg rate, or a better balance where the fill's is beyond EXACT_AIM; an
+    empty plan where neither the fill nor the planner buys BUY of msg-rate balance; else None and
+    the fill's plan stands. ``start`` holds the traffic-implied levels before any move, ``ranked``
+    the fill's rankings (its moves popped off them)."""
+    if len(participants) < 2 or _spread([start[b] for b in participants]) <= 1.0:
+        return None
+    if len(participants) * 2 * CANDIDATES_EACH_END * DESTINATIONS_EACH > MAX_EDGES:
+        return None  # too big a program: the fill's plan (and no ranking of every broker's bundles)
+    cap = v.capacity
+    traffic: dict[str, float] = {}  # bundle -> traffic, the guard's and the caller's unit
+    movable: dict[str, tuple[list[float], list[str]]] = {}  # broker -> msg rates ascending, names
+    for b in participants:
+        got = ranked.get(b)
+        ws, names = got if got is not None else sheddable(load, b, v.tp_unit)
+        ws, names = list(ws), list(names)
+        # The fill popped its moves off ``ranked``: they are candidates again.
+        for s, bundle, _d, w, _ps, _pd in fill:
+            if s == b:
+                i = bisect.bisect_left(ws, w)
+                ws.insert(i, w)
+                names.insert(i, bundle)
+        traffic.update(zip(names, ws, strict=True))
+        by_rate = sorted((_rate(load, b, n), n) for n in names)
+        movable[b] = ([r for r, _ in by_rate], [n for _, n in by_rate])
+    levels = {b: load.broker_data[b].local_data.msg_rate / cap[b] for b in participants}
+    after = dict(levels)
+    fill_moved = 0.0
+    for s, bundle, d, _w, _ps, _pd in fill:
+        r = _rate(load, s, bundle)
+        after[s] -= r / cap[s]
+        after[d] += r / cap[d]
+        fill_moved += r
+    r_now, r_fill = _spread(list(levels.values())), _spread(list(after.values()))
+    aims = [r_fill] if r_fill <= EXACT_AIM else [EXACT_AIM, (EXACT_AIM + r_fill) / 2, r_fill]
+    aims = [a for a in aims if a < r_now * (1 - BUY)]
+    quiet = None
+    if quiet_pairs is not None:
+        fired, gap = quiet_pairs
+
+        def quiet(s: str, d: str) -> bool:
+            return start[s] - start[d] < gap and not fired & {s, d}
+
+    used = {b: v.util[b] for b in participants}
+    for aim in aims:
+        plan = least_move_plan(
+            levels,
+            used,
+            cap,
+            movable,
+            participants,
+            [],
+            aim,
+            must_consider={m[1] for m in fill},
+            allowed=allowed,
+            quiet=quiet,
+            min_gradient=min_gradient,
+            guard=(start, traffic),
+        )
+        if plan is not None and (aim < r_fill * (1 - 1e-9) or plan.moved < fill_moved):
+            moves = [(s, n, d, traffic[n]) for s, n, d, _r in plan.moves]
+            return Plan(moves, plan.levels, plan.moved, aim)
+    if r_fill >= r_now * (1 - BUY):
+        return Plan([], levels, 0.0, r_now)
+    return None
+
+
+def _rate(load: LoadData, broker: str, bundle: str) -> float:
+    """A bundle's msg rate (in + out) from the stats :func:`sheddable` weighed it by."""
+    last = load.broker_data[broker].local_data.last_stats
+    st = last.get(bundle) or load.bundle_data[bundle].short_term_data
+    return st.msg_rate_in + st.msg_rate_out
+
+
+def _spread(levels: list[float]) -> float:
+    lo = min(levels) if levels else 0.0
+    return float("inf") if lo <= 0 else max(levels) / lo
