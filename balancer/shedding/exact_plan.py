@@ -11,10 +11,8 @@ planner's per-plan moved / least was 1.07-1.20 at the median and 1.26-1.55 at p9
 of the four least-cost families; in msg rate, 1.04 and 1.11-1.41 (docs/strategy.md, issue 31's fifth
 round). The traffic stays a guard: no move inverts its pair by traffic-implied level or by report.
 
-A plan must buy msg-rate balance: where the fill's plan would narrow the msg-rate max/min by less
-than BUY (relative) and the planner finds nothing that does better, nothing moves. A report-triggered
-broker whose msg rate is already level with the rest (its messages are larger) is left where it is,
-rather than levelled by traffic at a msg-rate cost that buys no msg-rate balance.
+Where the fill's plan narrows the msg-rate max/min not at all (a cluster bound by its NICs, whose
+bytes the fill levels), there is nothing to aim at in msg rate and the fill's plan stands.
 """
 
 from __future__ import annotations
@@ -36,8 +34,6 @@ from balancer.shedding.selection import sheddable
 # The balance (msg-rate max/min) the planner aims at where the fill's plan would leave the cluster
 # wider than this (a bundle bigger than any destination's room, issue 31): the fill's envelope.
 EXACT_AIM = 1.15
-# The least relative narrowing of the msg-rate max/min a plan must buy to be made.
-BUY = 0.02
 
 # (source, bundle, destination, traffic, source's and destination's projections after it)
 Move = tuple[str, str, str, float, float, float]
@@ -55,9 +51,8 @@ def exact_plan(
     min_gradient: float,
 ) -> Plan | None:
     """The planner's plan, its moves weighted in traffic as the fill's are, where it reaches the fill's
-    msg-rate balance for less msg rate, or a better balance where the fill's is beyond EXACT_AIM; an
-    empty plan where neither the fill nor the planner buys BUY of msg-rate balance; else None and
-    the fill's plan stands. ``start`` holds the traffic-implied levels before any move, ``ranked``
+    msg-rate balance for less msg rate, or a better balance where the fill's is beyond EXACT_AIM; else
+    None and the fill's plan stands. ``start`` holds the traffic-implied levels before any move, ``ranked``
     the fill's rankings (its moves popped off them)."""
     if len(participants) < 2 or _spread([start[b] for b in participants]) <= 1.0:
         return None
@@ -89,7 +84,7 @@ def exact_plan(
         fill_moved += r
     r_now, r_fill = _spread(list(levels.values())), _spread(list(after.values()))
     aims = [r_fill] if r_fill <= EXACT_AIM else [EXACT_AIM, (EXACT_AIM + r_fill) / 2, r_fill]
-    aims = [a for a in aims if a < r_now * (1 - BUY)]
+    aims = [a for a in aims if a < r_now]
     quiet = None
     if quiet_pairs is not None:
         fired, gap = quiet_pairs
@@ -116,8 +111,6 @@ def exact_plan(
         if plan is not None and (aim < r_fill * (1 - 1e-9) or plan.moved < fill_moved):
             moves = [(s, n, d, traffic[n]) for s, n, d, _r in plan.moves]
             return Plan(moves, plan.levels, plan.moved, aim)
-    if r_fill >= r_now * (1 - BUY):
-        return Plan([], levels, 0.0, r_now)
     return None
 
 

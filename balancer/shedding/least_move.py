@@ -43,9 +43,12 @@ MAX_EDGES = 20000
 NODE_LIMIT = 500
 # Relative optimality gap at which HiGHS stops: 2% of the least is below what the claims resolve.
 MIP_GAP = 0.02
-# Charge per unload, as a fraction of the mean candidate weight: of two plans moving about the same
-# traffic, the one with fewer unloads.
-UNLOAD_CHARGE = 0.02
+# Charge per unload, as a fraction of the mean candidate weight: an unload is a moment the bundle's
+# topics are unavailable, whatever its rate, and a plan least by rate alone chose many small bundles.
+# At 0.02 the planner made 11 unloads a hot_bundles run (median) where the fill made 8, and lost 22
+# of 100 comparisons with AvgShedder on unloads there; at 0.3, 8.5 on instances 0..29, per-plan
+# moved / least 1.04 / 1.17 -> 1.06 / 1.24 (issue 31's fifth round, docs/strategy.md).
+UNLOAD_CHARGE = 0.3
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,7 @@ def water_fill(
                 proj[s] -= w / capacity[s]
                 proj[d] += w / capacity[d]
                 moved.append((s, bundle, d, w, proj[s], proj[d]))
-            out.notes["planner"] = "least_move" if moved else "least_move: no plan buys msg-rate balance"
+            out.notes["planner"] = "least_move"
     util, unloads, decisions, destinations = v.util, out.unloads, out.decisions, out.destinations
     for s, bundle, d, w, p_s, p_d in moved:
         unloads.setdefault(s, []).append(bundle)
