@@ -28,6 +28,7 @@ from balancer.shedding.least_move import (
     MAX_EDGES,
     Plan,
     least_move_plan,
+    spread,
 )
 from balancer.shedding.selection import sheddable
 
@@ -54,7 +55,7 @@ def exact_plan(
     msg-rate balance for less msg rate, or a better balance where the fill's is beyond EXACT_AIM; else
     None and the fill's plan stands. ``start`` holds the traffic-implied levels before any move, ``ranked``
     the fill's rankings (its moves popped off them)."""
-    if len(participants) < 2 or _spread([start[b] for b in participants]) <= 1.0:
+    if len(participants) < 2 or spread([start[b] for b in participants]) <= 1.0:
         return None
     if len(participants) * 2 * CANDIDATES_EACH_END * DESTINATIONS_EACH > MAX_EDGES:
         return None  # too big a program: the fill's plan (and no ranking of every broker's bundles)
@@ -82,7 +83,7 @@ def exact_plan(
         after[s] -= r / cap[s]
         after[d] += r / cap[d]
         fill_moved += r
-    r_now, r_fill = _spread(list(levels.values())), _spread(list(after.values()))
+    r_now, r_fill = spread(list(levels.values())), spread(list(after.values()))
     aims = [r_fill] if r_fill <= EXACT_AIM else [EXACT_AIM, (EXACT_AIM + r_fill) / 2, r_fill]
     aims = [a for a in aims if a < r_now]
     quiet = None
@@ -119,8 +120,3 @@ def _rate(load: LoadData, broker: str, bundle: str) -> float:
     last = load.broker_data[broker].local_data.last_stats
     st = last.get(bundle) or load.bundle_data[bundle].short_term_data
     return st.msg_rate_in + st.msg_rate_out
-
-
-def _spread(levels: list[float]) -> float:
-    lo = min(levels) if levels else 0.0
-    return float("inf") if lo <= 0 else max(levels) / lo

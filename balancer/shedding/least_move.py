@@ -59,8 +59,9 @@ class Plan:
     aim: float  # the max/min (traffic-implied) the plan keeps everyone within
 
 
-def _ratio(levels: list[float]) -> float:
-    lo = min(levels)
+def spread(levels: list[float]) -> float:
+    """Max/min of ``levels`` (infinite where the lowest is 0 or there are none)."""
+    lo = min(levels) if levels else 0.0
     return float("inf") if lo <= 0 else max(levels) / lo
 
 
@@ -181,7 +182,7 @@ def least_move_plan(
             after[s] -= w / capacity[s]
             after[d] += w / capacity[d]
     moves = _by_name(moves, cands, allowed)
-    if _ratio([*after.values(), *others]) > aim * (1 + 1e-6):
+    if spread([*after.values(), *others]) > aim * (1 + 1e-6):
         return None  # rounding left it outside: do not trust it
     return Plan(moves, after, sum(w for *_, w in moves), aim)
 

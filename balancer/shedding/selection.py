@@ -186,7 +186,7 @@ def sheddable(load: LoadData, broker: str, tp_unit: float) -> tuple[list[float],
     traffic > 0, not a system bundle, not recently unloaded (as every Pulsar shedder filters).
     Equal weights are ordered by name.
 
-    Inline rather than :func:`selection.candidates` because a large cycle ranks ~100,000 bundles.
+    Inline rather than :func:`candidates` because a large cycle ranks ~100,000 bundles.
     """
     get = load.bundle_data.get
     recent = load.recently_unloaded_bundles
