@@ -103,13 +103,19 @@ def exact_plan(
             participants,
             [],
             aim,
-            must_consider={m[1] for m in fill},
+            must_consider={m[1]: m[2] for m in fill},
             allowed=allowed,
             quiet=quiet,
             min_gradient=min_gradient,
             guard=(start, traffic),
         )
-        if plan is not None and (aim < r_fill * (1 - 1e-9) or plan.moved < fill_moved):
+        # At the fill's balance the planner's plan must be cheaper by the measure the program chose it
+        # by, its charge per unload included: by moved rate alone, a plan within the solver's gap
+        # could replace one of the fill's moves with two smaller ones.
+        cheaper = plan is not None and plan.moved + plan.charge * len(
+            plan.moves
+        ) < fill_moved + plan.charge * len(fill)
+        if plan is not None and (aim < r_fill * (1 - 1e-9) or cheaper):
             moves = [(s, n, d, traffic[n]) for s, n, d, _r in plan.moves]
             return Plan(moves, plan.levels, plan.moved, aim)
     return None

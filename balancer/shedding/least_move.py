@@ -57,6 +57,7 @@ class Plan:
     levels: dict[str, float]  # participant -> projected traffic-implied level after the moves
     moved: float  # traffic moved
     aim: float  # the max/min (traffic-implied) the plan keeps everyone within
+    charge: float = 0.0  # what the program charged per unload, in the unit of ``moved``
 
 
 def spread(levels: list[float]) -> float:
@@ -74,7 +75,7 @@ def least_move_plan(
     others: list[float],
     aim: float,
     *,
-    must_consider: set[str] | None = None,
+    must_consider: dict[str, str] | None = None,
     allowed: Callable[[str, str], bool] | None = None,
     quiet: Callable[[str, str], bool] | None = None,
     min_gradient: float = 0.0,
@@ -84,6 +85,8 @@ def least_move_plan(
     (``levels``, after the plan) and the ``others``' fixed levels within max/min ``aim``; None
     when there is none within the limit, the program is too big, or scipy is missing.
 
+    ``must_consider`` maps the fill's moves (bundle -> its destination): each is a candidate, and
+    its own move an edge whatever the margins.
     ``movable[b]`` = (weights ascending, names) of broker b's movable bundles, in the unit ``levels``
     are in (``levels[b]`` = b's total / ``capacity[b]``); ``used`` its reported utilisation;
     ``quiet(s, d)`` says a pair may not exchange anything. ``guard`` = (traffic-implied levels,
@@ -95,7 +98,7 @@ def least_move_plan(
         from scipy.sparse import coo_matrix
     except ImportError:  # pragma: no cover - the optional dependency is missing
         return None
-    must = must_consider or set()
+    must = must_consider or {}
     cands: list[tuple[str, str, float]] = []  # (owner, bundle, weight)
     for s in participants:
         ws, names = movable.get(s, ([], []))
@@ -117,7 +120,14 @@ def least_move_plan(
             if min(g_levels[s] - g_levels[d], used[s] - used[d]) - min_gradient >= g_w * (k + 1 / capacity[d])
             and levels[s] - levels[d] >= w * (k + 1 / capacity[d])
         ]
-        for d in below[:DESTINATIONS_EACH]:
+        dests = below[:DESTINATIONS_EACH]
+        own = must.get(bundle)
+        if own is not None and own not in dests:
+            # The fill's own move stays an edge: the fill judged it by its rules, move by move, and
+            # without it the gradient margin can leave no plan that reaches the fill's balance (the
+            # fill's plan then stood at 1.41 times the least: heterogeneous #16, issue 31).
+            dests.append(own)
+        for d in dests:
             if d == s:
                 continue
             if quiet is not None and quiet(s, d):
@@ -184,7 +194,7 @@ def least_move_plan(
     moves = _by_name(moves, cands, allowed)
     if spread([*after.values(), *others]) > aim * (1 + 1e-6):
         return None  # rounding left it outside: do not trust it
-    return Plan(moves, after, sum(w for *_, w in moves), aim)
+    return Plan(moves, after, sum(w for *_, w in moves), aim, UNLOAD_CHARGE * mean_w)
 
 
 def _by_name(

@@ -46,3 +46,13 @@ def test_no_move_goes_uphill_by_what_the_brokers_report() -> None:
     # uphill guard leaves no pair to move along, so there is no plan and the fill's stands.
     plan = _a_over_b(used_b=70.0)
     assert plan is None
+
+
+def test_the_fills_own_move_stays_an_edge_whatever_the_margin() -> None:
+    # A gradient margin of 5 leaves only the 2 movable (20 - 5 >= 2 * 2): alone it cannot reach
+    # the aim, so there is no plan. The fill chose the 10 to b; its move stays an edge, and it is
+    # then the least that reaches the aim (2 + 10 reaches it too, for more).
+    assert _a_over_b(min_gradient=5.0) is None
+    plan = _a_over_b(min_gradient=5.0, must_consider={"a/ns/2": "b"})
+    assert plan is not None
+    assert [(s, b, d, w) for s, b, d, w in plan.moves] == [("a", "a/ns/2", "b", 10.0)]
