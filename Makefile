@@ -41,6 +41,7 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy balancer
 	$(VENV)/bin/mypy service
+	$(VENV)/bin/mypy tests/pulsar
 
 unit: setup
 	$(PY) -m pytest tests/unit -q

@@ -12,11 +12,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pluggy
 import pytest
 
 from service.errors import ExecutorError
@@ -158,7 +159,9 @@ def serve(pulsar_cluster: PulsarCluster, tmp_path: Path) -> Iterator[Callable[..
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
     """A failed test of this tier shows what each loadmgr process logged and decided: the cause is
     usually there (a CI run keeps nothing else)."""
     outcome = yield

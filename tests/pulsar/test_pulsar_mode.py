@@ -159,6 +159,7 @@ def test_each_broker_reports_its_own_nic_and_cpu(pulsar_cluster: PulsarCluster) 
         print(f"\nreported bandwidthIn (Pulsar's unit): {owner} {hot:.0f}, highest other {rest:.0f}")
         if pulsar_cluster.cgroups and pulsar_cluster.broker_cpus:
             for b in pulsar_cluster.brokers:
+                assert b.cpus is not None, b
                 assert admin.load_report(b.web_url)["cpu"]["limit"] == pytest.approx(100 * b.cpus), b
     assert work.failed() == 0
 
