@@ -9,7 +9,7 @@ Keys marked dynamic may be changed at run time (``PUT /config``), as in Pulsar.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -159,6 +159,12 @@ class LoadBalancerConfig(BaseModel):
     loadBalancerAvgShedderHighThreshold: int = _dyn(40, "AvgShedder high score gap, points")
     loadBalancerAvgShedderHitCountLowThreshold: int = _dyn(8, "AvgShedder hits needed in the low zone")
     loadBalancerAvgShedderHitCountHighThreshold: int = _dyn(2, "AvgShedder hits needed in the high zone")
+    # loadmgr's own key (BalancedShedder is not a Pulsar class): the water-fill decides when and how
+    # much, and with "leastMove" an exact least-move program (HiGHS through scipy, the optional
+    # `oracle` extra) decides which bundles, where it finds a cheaper plan (issue 31).
+    loadBalancerBalancedShedderPlanner: Literal["fill", "leastMove"] = _dyn(
+        "fill", "BalancedShedder's plan: fill (water-fill) or leastMove (least-move program, needs scipy)"
+    )
     atLeastOneBundleSelected: bool = _dyn(True, "Unload at least one bundle (Overload/Threshold)")
     namespaceBundleUnloadingTimeoutMs: int = _dyn(60000, "Time allowed to unload one bundle, ms")
     exposeBundlesMetricsInPrometheus: bool = _dyn(

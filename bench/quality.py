@@ -44,10 +44,11 @@ HEADINGS = {
 
 def use_planner(name: str) -> None:
     """BalancedShedder's plan in this process: the water-fill's (the default) or the least-move
-    planner's on top of it (``balancer/shedding/least_move.py``, issue 31; needs scipy)."""
-    from balancer.shedding.balanced import BalancedShedder
-
-    BalancedShedder.exact = name == "exact"
+    planner's on top of it (``balancer/shedding/least_move.py``, issue 31; needs scipy), through the
+    key an operator sets, ``loadBalancerBalancedShedderPlanner``."""
+    PAIRS["BalancedShedder"].config["loadBalancerBalancedShedderPlanner"] = (
+        "leastMove" if name == "exact" else "fill"
+    )
 
 
 def require_planner(ap: argparse.ArgumentParser, name: str) -> None:

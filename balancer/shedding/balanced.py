@@ -94,11 +94,11 @@ class BalancedShedder:
     """Per-broker hit counters and capacity estimates are kept across calls."""
 
     name = "BalancedShedder"
-    # The least-move planner (balancer.shedding.least_move) on top of the water-fill; off, the fill's
-    # plan alone (the rules before issue 31; tests pin the fill's own rules with it off).
-    # Off by default: with it on, issue 31's sixth-round full run passes every claim but the comparison
-    # with AvgShedder (468/526, 89%; BENCHMARKS, the planner-on section).
-    exact = False
+    # The least-move planner (balancer.shedding.least_move) on top of the water-fill, as the key
+    # loadBalancerBalancedShedderPlanner says ("fill" by default: with "leastMove" issue 31's
+    # sixth-round full run passes every claim but the comparison with AvgShedder, 468/526, 89%;
+    # BENCHMARKS, the planner-on section). Not None: that, whatever the key says (tests pin the fill).
+    exact: bool | None = None
 
     def __init__(self) -> None:
         self.hits: dict[str, int] = {}  # consecutive out-of-band calls, signed: + over, - under
@@ -293,8 +293,9 @@ class BalancedShedder:
         sides = (triggered_over, triggered_under)
         triggered = {b for b in taking_part if out.brokers[b].reason == "triggered"}
         reach = reach_of(v, tol)
+        exact = config.loadBalancerBalancedShedderPlanner == "leastMove" if self.exact is None else self.exact
         left = water_fill(
-            load, v, sources, dests, tol, out, allowed, others, sides, (triggered, band), reach, self.exact
+            load, v, sources, dests, tol, out, allowed, others, sides, (triggered, band), reach, exact
         )
         for b in list(out.unloads) + list(set(out.destinations.values())):
             self.touched[b] = self.calls

@@ -169,6 +169,7 @@ def water_fill(
         proj[d] = p_d
         heappush(src_heap, (-p_s, s))
         moved.append((s, bundle, d, w, p_s, p_d))
+    planner: dict[str, str] = {}
     if exact:
         # Every broker with a current report takes part: the max/min a plan buys is the cluster's, and a
         # plan levelling only the brokers that fired left it to the others (issue 31: per-plan moved /
@@ -196,6 +197,11 @@ def water_fill(
                 proj[d] += w / capacity[d]
                 moved.append((s, bundle, d, w, proj[s], proj[d]))
             out.notes["planner"] = "least_move"
+            planner["planner"] = "least_move"
+        else:
+            # Which plan the operator's key got is part of the decision's why.
+            out.notes["planner"] = "fill: no cheaper least-move plan within the work limit"
+            planner["planner"] = "fill"
     util, unloads, decisions, destinations = v.util, out.unloads, out.decisions, out.destinations
     for s, bundle, d, w, p_s, p_d in moved:
         unloads.setdefault(s, []).append(bundle)
@@ -211,6 +217,7 @@ def water_fill(
                 destination=d,
                 destinationProjected=p_d,
                 target=target,
+                **planner,
             )
         )
         destinations[bundle] = d

@@ -16,6 +16,7 @@ logged once per node version; the other keys still apply.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import threading
@@ -92,7 +93,7 @@ def effective(
             ):
                 continue
             try:
-                base.with_updates({**updates, key: value}, dynamic_only=True)
+                runnable(base.with_updates({**updates, key: value}, dynamic_only=True))
             except ConfigError as e:
                 if on_bad is not None:
                     on_bad(source, key, str(e))
@@ -161,7 +162,25 @@ class DynamicConfig:
         raise StaleWrite(f"{P.LOADMGR_CONFIG} kept changing; the update was not written")
 
 
+PLANNER_KEY = "loadBalancerBalancedShedderPlanner"
+
+
+def runnable(config: LoadBalancerConfig) -> LoadBalancerConfig:
+    """``config`` if this installation can run it: the least-move planner needs scipy (the optional
+    ``oracle`` extra, ~216 MB with numpy). Without it the planner would fall back to the fill on every
+    call, silently; a clear refusal naming the key is what the operator needs instead."""
+    if getattr(config, PLANNER_KEY) == "leastMove" and importlib.util.find_spec("scipy") is None:
+        raise ConfigError(
+            PLANNER_KEY,
+            "leastMove",
+            "the least-move planner needs scipy, which this installation lacks:"
+            " pip install 'loadmgr[oracle]' (or keep the default, fill)",
+        )
+    return config
+
+
 def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
+    runnable(config)
     shedder = create_shedder(config.loadBalancerLoadSheddingStrategy)
     return shedder, create_placement(config.loadBalancerLoadPlacementStrategy, shedder=shedder)
 

@@ -450,3 +450,32 @@ def _until_unloads(s: BalancedShedder, load: LoadData, calls: int) -> SheddingRe
         if r.unloads:
             return r
     raise AssertionError(f"nothing shed in {calls} calls")
+
+
+def test_the_planner_key_turns_the_least_move_plan_on_and_each_move_says_which_planned_it() -> None:
+    # The cluster of the test above: the fill sheds a alone; the least-move planner (issue 31) also
+    # takes from the brokers at 53.6 and fills the destinations to within the edge. An operator turns
+    # it on with loadBalancerBalancedShedderPlanner, live (a dynamic key), not through a class flag.
+    pytest.importorskip("scipy")  # `make` installs it (the `oracle` extra)
+    spec = {"a": 57.8, **{f"o{i}": 53.6 for i in range(3)}, **{f"d{i}": 43.8 for i in range(3)}}
+    load = cluster({n: (u, [u / 4] * 100) for n, u in spec.items()})
+    got: dict[str, SheddingResult] = {}
+    for key in ("fill", "leastMove"):
+        config = CONFIG.with_updates({"loadBalancerBalancedShedderPlanner": key}, dynamic_only=True)
+        s = BalancedShedder()
+        for _ in range(CONFIG.loadBalancerAvgShedderHitCountLowThreshold):
+            got[key] = s.find_bundles_for_unloading(load, config)
+    assert CONFIG.loadBalancerBalancedShedderPlanner == "fill"  # the default
+    fill, planned = got["fill"], got["leastMove"]
+    assert set(fill.unloads) == {"a"} and "planner" not in fill.summary.numbers
+    assert all("planner" not in d.numbers for d in fill.decisions)
+    assert set(planned.unloads) > {"a"}, planned.unloads
+    assert planned.summary.numbers["planner"] == "least_move"
+    assert planned.decisions and all(d.numbers["planner"] == "least_move" for d in planned.decisions)
+    # The class-level override the fill's own tests use still wins over the key.
+    s = BalancedShedder()
+    s.exact = False
+    config = CONFIG.with_updates({"loadBalancerBalancedShedderPlanner": "leastMove"})
+    for _ in range(CONFIG.loadBalancerAvgShedderHitCountLowThreshold):
+        r = s.find_bundles_for_unloading(load, config)
+    assert set(r.unloads) == {"a"}

@@ -61,6 +61,7 @@ def test_env_overrides_both_prefixes() -> None:
         ),
         ({"lowerBoundarySheddingEnabled": "maybe"}, "lowerBoundarySheddingEnabled", "maybe"),
         ({"loadBalancerNoSuchKey": 1}, "loadBalancerNoSuchKey", 1),
+        ({"loadBalancerBalancedShedderPlanner": "exact"}, "loadBalancerBalancedShedderPlanner", "exact"),
     ],
 )
 def test_errors_name_the_key_and_value(values: dict[str, object], key: str, value: object) -> None:
@@ -141,3 +142,16 @@ def test_broker_conf_is_read_as_java_reads_properties() -> None:
     assert c.loadBalancerSheddingExcludedNamespaces == ["public/a", "public/b"]
     assert c.loadBalancerBrokerOverloadedThresholdPercentage == 70
     assert c.loadBalancerLoadSheddingStrategy.endswith(".ThresholdShedder")
+
+
+def test_the_planner_key_is_loadmgrs_own_dynamic_and_takes_two_values() -> None:
+    c = LoadBalancerConfig()
+    assert c.loadBalancerBalancedShedderPlanner == "fill"
+    assert "loadBalancerBalancedShedderPlanner" in c.dynamic_keys()
+    on = LoadBalancerConfig.from_broker_conf("loadBalancerBalancedShedderPlanner=leastMove\n")
+    assert on.loadBalancerBalancedShedderPlanner == "leastMove"
+    env = {"LOADMGR_loadBalancerBalancedShedderPlanner": "leastMove"}
+    assert LoadBalancerConfig.from_env(env).loadBalancerBalancedShedderPlanner == "leastMove"
+    with pytest.raises(ConfigError) as e:
+        c.with_updates({"loadBalancerBalancedShedderPlanner": "LeastMove"}, dynamic_only=True)
+    assert e.value.field == "loadBalancerBalancedShedderPlanner" and e.value.value == "LeastMove"

@@ -108,4 +108,5 @@ def test_the_fills_plan_stands_where_it_narrows_no_msg_rate_balance() -> None:
     assert exact_plan(load, view, ["a", "b"], dict(view.traffic), fill, ranked, None, None, 0.0) is None
     out = ResultBuilder("BalancedShedder")
     water_fill(load, view, ["a"], ["b"], 1.0, out, exact=True)
-    assert out.unloads == {"a": ["t/a/p"]} and "planner" not in out.notes
+    assert out.unloads == {"a": ["t/a/p"]} and out.notes["planner"].startswith("fill: ")
+    assert [d.numbers["planner"] for d in out.decisions] == ["fill"]  # the why says the fill's stood

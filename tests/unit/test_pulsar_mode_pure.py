@@ -10,7 +10,7 @@ import pytest
 from balancer.config import LoadBalancerConfig
 from balancer.errors import ConfigError
 from service.commands.pulsar_cluster import broker_settings, parse_cpus
-from service.leader.dynamic_config import decode_values, effective
+from service.leader.dynamic_config import decode_values, effective, make_strategies
 from service.pulsar.admin import PulsarAdmin, parse_urls
 from service.pulsar.broker_settings import MODULAR, Verdict, evaluate
 from service.pulsar.runtime import POM, pulsar_version
@@ -156,3 +156,34 @@ def test_heartbeat_and_sla_monitor_namespaces_stay_on_the_broker_they_probe() ->
     ):
         got = select_broker(bundle, load, config, strategy, PlacementContext(), random.Random(0))
         assert got.broker == want, (bundle, got.explanation)
+
+
+def test_the_least_move_planner_is_refused_by_name_where_scipy_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Without scipy the planner would fall back to the fill on every call, silently: refused instead,
+    # at start-up and on PUT /config, and a persisted value is skipped (and logged) by the watch.
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "scipy" else real(name, *a)
+    )
+    on = LoadBalancerConfig(
+        loadBalancerLoadSheddingStrategy="BalancedShedder", loadBalancerBalancedShedderPlanner="leastMove"
+    )
+    with pytest.raises(ConfigError) as e:
+        make_strategies(on)
+    assert e.value.field == "loadBalancerBalancedShedderPlanner" and "scipy" in str(e.value)
+    bad: list[tuple[str, str]] = []
+    got = effective(
+        LoadBalancerConfig(),
+        {},
+        {"loadBalancerBalancedShedderPlanner": "leastMove", "loadBalancerSheddingIntervalMinutes": "2"},
+        False,
+        lambda source, key, why: bad.append((key, why)),
+    )
+    assert got.loadBalancerBalancedShedderPlanner == "fill" and got.loadBalancerSheddingIntervalMinutes == 2
+    assert [k for k, _ in bad] == ["loadBalancerBalancedShedderPlanner"]
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    assert make_strategies(on)[0].name == "BalancedShedder"
