@@ -143,6 +143,9 @@ class SimResult:
     # owned what then: costs judged on load, which is what the strategy balances.
     frozen_load: dict[str, float] = field(default_factory=dict)
     frozen_owners: dict[str, str] = field(default_factory=dict)
+    # Each bundle's true msg rate in the last cycle: where traffic keeps moving after the disturbance
+    # (drift), the fewest unloads any strategy needs is judged at the traffic the run ends on.
+    final_rates: dict[str, float] = field(default_factory=dict)
 
 
 class Simulation:
@@ -311,6 +314,7 @@ class Simulation:
             final_owners=dict(self.cluster.owners),
             frozen_load={b: t.cpu_points for b, t in frozen.items()},
             frozen_owners=frozen_owners,
+            final_rates={b: t.rate for b, t in traffic.items()},
         )
 
     def _expected(self, k: int) -> dict[str, Traffic]:

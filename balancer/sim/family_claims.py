@@ -86,6 +86,8 @@ def run_row(family: str, i: int, r: SimResult, plan_cost: float | None = None) -
     since = start.cycle
     first = next((k for k in range(since, len(r.cycles)) if balance_of(k) <= BALANCED_RATIO), None)
     cost, unload_cost = _cost(r, start, since) if f.least_cost else (None, None)
+    if f.fewest_at_end:
+        unload_cost = _unloads_at_end(r, start, since)
     cost_load = _cost(r, _in_load(r, start), since, r.frozen_load)[0] if f.least_cost else None
     return {
         "family": family,
@@ -147,6 +149,32 @@ def _cost(
         # Unloads where the balance reached needed none are unbounded waste, not "no data".
         len(moved) / least.unloads if least.unloads > 0 else math.inf,
     )
+
+
+def _unloads_at_end(r: SimResult, start: CycleState, since: int) -> float | None:
+    """Unloads since ``start`` over the fewest that take ``start``'s assignment to the balance the run
+    ends with, both at the final cycle's traffic: any strategy reaching that balance from there moved at
+    least that many bundles, whenever it moved them. None where nothing moved or no final traffic."""
+    moved = sum(1 for m in r.moves if m.cycle >= since)
+    if not moved or not r.final_rates:
+        return None
+    per: dict[str, list[float]] = {b: [] for b in start.brokers}
+    end = dict.fromkeys(start.brokers, 0.0)
+    for bundle, rate in r.final_rates.items():
+        if r.frozen_owners.get(bundle) in per:
+            per[r.frozen_owners[bundle]].append(rate)
+        if r.final_owners.get(bundle) in end:
+            end[r.final_owners[bundle]] += rate
+    norm = [end[b] / c for b, c in zip(start.brokers, start.capacity, strict=True)]
+    if min(norm) <= 0:
+        return None
+    at_end = dataclasses.replace(
+        start,
+        msg_rate=[sum(per[b]) for b in start.brokers],
+        bundle_rates=[sorted(per[b], reverse=True) for b in start.brokers],
+    )
+    fewest = balance_bound(at_end, max(norm) / min(norm)).unloads
+    return moved / fewest if fewest > 0 else math.inf
 
 
 def percentile(values: list[float], p: float) -> float:

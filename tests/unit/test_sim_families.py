@@ -79,3 +79,22 @@ def test_balances_where_avgshedder_cannot_and_matches_it_where_both_do() -> None
     for k, o in ours.items():
         assert o["balance"] <= base[k]["balance"] * 1.01, k
         assert o["uphill"] == 0, k
+
+
+def test_drift_counts_unloads_against_the_fewest_its_balance_needs_at_the_final_traffic() -> None:
+    # Traffic keeps moving in drift, so no least msg rate exists at one frozen traffic; the fewest
+    # unloads from the start's assignment to the balance reached, at the final traffic, is still a
+    # bound every strategy is held to (the owner's rule for "more unloads at a better balance").
+    for label in (OURS, BASE):
+        for i in (3, 4):
+            r = simulate(instance("drift", i), PAIRS[label], i)
+            row = run_row("drift", i, r)
+            changed = sum(1 for b, o in r.final_owners.items() if r.frozen_owners.get(b) != o)
+            if not r.moves:
+                assert row["unload_cost"] is None
+                continue
+            fewest = len(r.moves) / row["unload_cost"]
+            # A lower bound: no more than the bundles whose owner actually differs at the end.
+            assert 0 < fewest <= changed <= len(r.moves), (label, i, fewest, changed)
+    spikes = simulate(instance("spikes", 0), PAIRS[OURS], 0)
+    assert run_row("spikes", 0, spikes)["unload_cost"] is None
