@@ -8,6 +8,10 @@ ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 ARG VERSION=0.1.0
 # Where the image's source lives, for org.opencontainers.image.source (set it when publishing).
 ARG SOURCE_URL=""
+# The server's extras: history (pyarrow, the history sink). Add oracle (scipy and numpy, ~216 MB) to
+# run BalancedShedder's least-move planner (loadBalancerBalancedShedderPlanner=leastMove), which a
+# leader without scipy refuses: --build-arg SERVER_EXTRAS=history,oracle
+ARG SERVER_EXTRAS=history
 
 FROM ${PYTHON_IMAGE} AS source
 WORKDIR /src
@@ -16,9 +20,10 @@ COPY balancer ./balancer
 COPY service ./service
 
 FROM source AS build
+ARG SERVER_EXTRAS
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv \
-    && /opt/venv/bin/pip install --no-cache-dir '.[history]'
+    && /opt/venv/bin/pip install --no-cache-dir ".[${SERVER_EXTRAS}]"
 
 FROM source AS build-spark
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1

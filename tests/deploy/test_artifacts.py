@@ -36,7 +36,8 @@ def test_dockerfile_passes_hadolint() -> None:
     assert stages[-1] == "server" and "spark" in stages
     server = text[text.index("AS server") :]
     spark = text[text.index("AS spark") : text.index("AS server")]
-    assert "[history]" in text and "'.[spark]'" in text and "openjdk" in spark and "openjdk" not in server
+    assert "ARG SERVER_EXTRAS=history\n" in text and '".[${SERVER_EXTRAS}]"' in text
+    assert "'.[spark]'" in text and "openjdk" in spark and "openjdk" not in server
     for stage in (server, spark):
         for label in ("title", "description", "version", "source"):
             assert f"org.opencontainers.image.{label}=" in stage, label
