@@ -61,6 +61,23 @@ def require_planner(ap: argparse.ArgumentParser, name: str) -> None:
             ap.error("--planner exact needs scipy: .venv/bin/pip install -e '.[oracle]' (make installs it)")
 
 
+def earlier_rows(
+    ap: argparse.ArgumentParser, path: Path, wanted: set[tuple[str, int, str]]
+) -> list[dict[str, Any]]:
+    """The rows of ``path`` this run would produce, "inf" read back as infinity; a file that is not
+    such a list is refused by name."""
+    try:
+        raw = json.loads(path.read_text())
+        rows = [
+            {k: math.inf if v == "inf" else v for k, v in r.items()}
+            for r in raw
+            if (r["family"], r["instance"], r["strategy"]) in wanted
+        ]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+        ap.error(f"--rows-from {path}: not the rows file of an earlier run ({e})")
+    return rows
+
+
 def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
     family, i, label = job
     sim = Recording(instance(family, i), PAIRS[label], i)
@@ -79,7 +96,13 @@ def _fmt(v: float) -> str:
 
 
 def render(
-    rows: list[dict[str, Any]], n: int, wall: float, jobs: int, extra: str = "", heading: str = HEADING
+    rows: list[dict[str, Any]],
+    n: int,
+    wall: float,
+    jobs: int,
+    extra: str = "",
+    heading: str = HEADING,
+    where: str = "in one run",
 ) -> tuple[str, bool]:
     summary = summarise(rows)
     labels = sorted({r["strategy"] for r in rows})
@@ -87,7 +110,7 @@ def render(
     lines = [
         heading,
         "",
-        f"Produced by `.venv/bin/python bench/quality.py --instances {n} --jobs {jobs}{extra}` in one run"
+        f"Produced by `.venv/bin/python bench/quality.py --instances {n} --jobs {jobs}{extra}` {where}"
         f" ({wall:.0f} s wall, 2-core machine shared with other work): {len(FAMILIES)} families"
         f" (`balancer/sim/families.py`) x instances 0..{n - 1} x {len(labels)} strategy pairs, each instance"
         " simulated with its own number as seed. Cells are *median / 95th percentile* over the instances"
@@ -140,6 +163,13 @@ def main() -> int:
         help="BalancedShedder's plan: the water-fill (default) or the least-move planner on top (scipy)",
     )
     ap.add_argument("--rows", type=Path, help="also write every run's numbers here (JSON, for digging)")
+    ap.add_argument(
+        "--rows-from",
+        type=Path,
+        help="take the runs this file (an earlier --rows) holds for the same instances, run only the rest;"
+        " the section then names that file and both wall times (runs are seeded, so a run of the same"
+        " code gives the same row)",
+    )
     args = ap.parse_args()
     if args.instances < 1 or args.jobs < 1:
         ap.error(f"--instances and --jobs must be >= 1 (got {args.instances}, {args.jobs})")
@@ -147,15 +177,25 @@ def main() -> int:
     labels = args.strategies or list(PAIRS)
     require_planner(ap, args.planner)
     jobs = [(f, i, label) for f in fams for i in range(args.instances) for label in labels]
+    kept = earlier_rows(ap, args.rows_from, set(jobs)) if args.rows_from else []
+    done = {(r["family"], r["instance"], r["strategy"]) for r in kept}
+    jobs = [j for j in jobs if j not in done]
     t0 = time.perf_counter()
     with multiprocessing.Pool(args.jobs, initializer=use_planner, initargs=(args.planner,)) as pool:
-        rows = list(pool.imap_unordered(run_job, jobs, chunksize=8))
+        rows = kept + list(pool.imap_unordered(run_job, jobs, chunksize=8))
     wall = time.perf_counter() - t0
     extra = f" --strategies {' '.join(args.strategies)}" if args.strategies else ""
+    where = "in one run"
+    if args.rows_from:
+        extra += f" --rows-from {args.rows_from}"
+        where = (
+            f"with {len(kept)} of its runs taken from that file (an earlier run of the same code: runs are"
+            f" seeded, so the rows are the same) and the other {len(jobs)} run here"
+        )
     if args.planner != "fill":
         extra += f" --planner {args.planner}"
     heading = HEADINGS[args.planner]
-    text, ok = render(rows, args.instances, wall, args.jobs, extra, heading)
+    text, ok = render(rows, args.instances, wall, args.jobs, extra, heading, where)
     if args.rows:
         ordered = sorted(rows, key=lambda r: (r["family"], r["instance"], r["strategy"]))
         # JSON has no infinity: "never balanced" and "unbounded" are written as the string "inf".
