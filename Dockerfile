@@ -8,9 +8,8 @@ ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 ARG VERSION=0.1.0
 # Where the image's source lives, for org.opencontainers.image.source (set it when publishing).
 ARG SOURCE_URL=""
-# The server's extras: history (pyarrow, the history sink). Add oracle (scipy and numpy, ~216 MB) to
-# run BalancedShedder's least-move planner (loadBalancerBalancedShedderPlanner=leastMove), which a
-# leader without scipy refuses: --build-arg SERVER_EXTRAS=history,oracle
+# The server's extras: history (pyarrow, the history sink). scipy (BalancedShedder's least-move
+# planner, ~216 MB with numpy) is a core dependency and always installed.
 ARG SERVER_EXTRAS=history
 
 FROM ${PYTHON_IMAGE} AS source

@@ -160,10 +160,10 @@ class LoadBalancerConfig(BaseModel):
     loadBalancerAvgShedderHitCountLowThreshold: int = _dyn(8, "AvgShedder hits needed in the low zone")
     loadBalancerAvgShedderHitCountHighThreshold: int = _dyn(2, "AvgShedder hits needed in the high zone")
     # loadmgr's own key (BalancedShedder is not a Pulsar class): the water-fill decides when and how
-    # much, and with "leastMove" an exact least-move program (HiGHS through scipy, the optional
-    # `oracle` extra) decides which bundles, where it finds a cheaper plan (issue 31).
+    # much, and with "leastMove" (the default since issue 31's seventh round) an exact least-move
+    # program (HiGHS through scipy) decides which bundles, where it finds a cheaper plan.
     loadBalancerBalancedShedderPlanner: Literal["fill", "leastMove"] = _dyn(
-        "fill", "BalancedShedder's plan: fill (water-fill) or leastMove (least-move program, needs scipy)"
+        "leastMove", "BalancedShedder's plan: leastMove (least-move program on the water-fill) or fill"
     )
     atLeastOneBundleSelected: bool = _dyn(True, "Unload at least one bundle (Overload/Threshold)")
     namespaceBundleUnloadingTimeoutMs: int = _dyn(60000, "Time allowed to unload one bundle, ms")

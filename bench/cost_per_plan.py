@@ -1,7 +1,7 @@
 """Where BalancedShedder's move cost goes: each shedding cycle's plan judged on its own.
 
     .venv/bin/python bench/cost_per_plan.py [--instances 30] [--families NAME ...] [--jobs 2]
-        [--planner fill|exact] [--one-size]
+        [--planner exact|fill] [--one-size]
 
 The family bench judges a whole run's moves at the traffic of the last disturbance; the oracle
 (``bench/cost_oracle.py``) compares the run with the cheapest single plan. This judges every cycle's
@@ -69,7 +69,7 @@ def main() -> int:
     ap.add_argument("--instances", type=int, default=30)
     ap.add_argument("--families", nargs="*", choices=sorted(FAMILIES), default=DEFAULT_FAMILIES)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--planner", choices=["fill", "exact"], default="fill", help="BalancedShedder's plan")
+    ap.add_argument("--planner", choices=["exact", "fill"], default="exact", help="BalancedShedder's plan")
     ap.add_argument("--one-size", action="store_true", help=f"every message {ONE_SIZE:.0f} bytes")
     args = ap.parse_args()
     if args.instances < 1 or args.jobs < 1:

@@ -2,10 +2,10 @@
 strategy pair, in one run, with BalancedShedder's claims checked on the result.
 
     .venv/bin/python bench/quality.py [--instances 100] [--jobs 2] [--families NAME ...] [--rows FILE]
-        [--planner fill|exact]
+        [--planner exact|fill] [--rows-from FILE]
 
 Writes the ``## Balancing quality over scenario families (issue 19)`` section of BENCHMARKS.md (with
-``--planner exact``, the planner-on section beside it): per
+``--planner fill``, the water-fill-alone section beside it): per
 family and strategy the median and 95th percentile of each metric (``balancer/sim/family_claims.py``
 defines them) and the claims with PASS/FAIL. The named scenarios stay as regression cases in
 ``bench/quality_named.py``. Exit status 1 when a claim fails.
@@ -36,19 +36,18 @@ from balancer.sim.plan_cost import Recording, plan_costs  # noqa: E402
 
 HEADING = "## Balancing quality over scenario families (issue 19)"
 # BalancedShedder's plan -> the section its run writes: the planner-on run never replaces the default's.
+PLANNER_KEY = "loadBalancerBalancedShedderPlanner"
 HEADINGS = {
-    "fill": HEADING,
-    "exact": "## Balancing quality with the least-move planner on (issue 31; not the default)",
+    "exact": HEADING,
+    "fill": "## Balancing quality with the water-fill alone (the least-move planner off; issue 31)",
 }
 
 
 def use_planner(name: str) -> None:
-    """BalancedShedder's plan in this process: the water-fill's (the default) or the least-move
-    planner's on top of it (``balancer/shedding/least_move.py``, issue 31; needs scipy), through the
+    """BalancedShedder's plan in this process: the least-move planner's on top of the water-fill (the
+    default, ``balancer/shedding/least_move.py``, issue 31) or the fill's alone, through the
     key an operator sets, ``loadBalancerBalancedShedderPlanner``."""
-    PAIRS["BalancedShedder"].config["loadBalancerBalancedShedderPlanner"] = (
-        "leastMove" if name == "exact" else "fill"
-    )
+    PAIRS["BalancedShedder"].config[PLANNER_KEY] = "leastMove" if name == "exact" else "fill"
 
 
 def require_planner(ap: argparse.ArgumentParser, name: str) -> None:
@@ -64,14 +63,16 @@ def require_planner(ap: argparse.ArgumentParser, name: str) -> None:
 def earlier_rows(
     ap: argparse.ArgumentParser, path: Path, wanted: set[tuple[str, int, str]]
 ) -> list[dict[str, Any]]:
-    """The rows of ``path`` this run would produce, "inf" read back as infinity; a file that is not
-    such a list is refused by name."""
+    """The rows of ``path`` this run would produce ("inf" read back as infinity): a BalancedShedder
+    row only if it says it ran with this run's plan. A file that is not such a list is refused by name."""
+    plan = PAIRS["BalancedShedder"].config.get(PLANNER_KEY)
     try:
         raw = json.loads(path.read_text())
         rows = [
             {k: math.inf if v == "inf" else v for k, v in r.items()}
             for r in raw
             if (r["family"], r["instance"], r["strategy"]) in wanted
+            and (r["strategy"] != "BalancedShedder" or r.get("planner") == plan)
         ]
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
         ap.error(f"--rows-from {path}: not the rows file of an earlier run ({e})")
@@ -82,7 +83,10 @@ def run_job(job: tuple[str, int, str]) -> dict[str, Any]:
     family, i, label = job
     sim = Recording(instance(family, i), PAIRS[label], i)
     r = sim.run()
-    return run_row(family, i, r, plan_costs(sim, r).run)
+    row = run_row(family, i, r, plan_costs(sim, r).run)
+    if PLANNER_KEY in PAIRS[label].config:
+        row["planner"] = PAIRS[label].config[PLANNER_KEY]  # --rows-from reuses only the same plan's
+    return row
 
 
 def _json_safe(v: Any) -> Any:
@@ -158,17 +162,17 @@ def main() -> int:
     ap.add_argument("--no-write", action="store_true", help="print the section, leave BENCHMARKS.md")
     ap.add_argument(
         "--planner",
-        choices=["fill", "exact"],
-        default="fill",
-        help="BalancedShedder's plan: the water-fill (default) or the least-move planner on top (scipy)",
+        choices=["exact", "fill"],
+        default="exact",
+        help="BalancedShedder's plan: the least-move planner on the water-fill (default) or the fill alone",
     )
     ap.add_argument("--rows", type=Path, help="also write every run's numbers here (JSON, for digging)")
     ap.add_argument(
         "--rows-from",
         type=Path,
         help="take the runs this file (an earlier --rows) holds for the same instances, run only the rest;"
-        " the section then names that file and both wall times (runs are seeded, so a run of the same"
-        " code gives the same row)",
+        " the section then says how many runs came from it (runs are seeded: the same code gives the"
+        " same row)",
     )
     args = ap.parse_args()
     if args.instances < 1 or args.jobs < 1:
@@ -177,6 +181,7 @@ def main() -> int:
     labels = args.strategies or list(PAIRS)
     require_planner(ap, args.planner)
     jobs = [(f, i, label) for f in fams for i in range(args.instances) for label in labels]
+    use_planner(args.planner)  # here too: which earlier rows are this plan's
     kept = earlier_rows(ap, args.rows_from, set(jobs)) if args.rows_from else []
     done = {(r["family"], r["instance"], r["strategy"]) for r in kept}
     jobs = [j for j in jobs if j not in done]
@@ -192,7 +197,7 @@ def main() -> int:
             f"with {len(kept)} of its runs taken from that file (an earlier run of the same code: runs are"
             f" seeded, so the rows are the same) and the other {len(jobs)} run here"
         )
-    if args.planner != "fill":
+    if args.planner != "exact":
         extra += f" --planner {args.planner}"
     heading = HEADINGS[args.planner]
     text, ok = render(rows, args.instances, wall, args.jobs, extra, heading, where)

@@ -95,9 +95,9 @@ class BalancedShedder:
 
     name = "BalancedShedder"
     # The least-move planner (balancer.shedding.least_move) on top of the water-fill, as the key
-    # loadBalancerBalancedShedderPlanner says ("fill" by default: with "leastMove" issue 31's
-    # sixth-round full run passes every claim but the comparison with AvgShedder, 468/526, 89%;
-    # BENCHMARKS, the planner-on section). Not None: that, whatever the key says (tests pin the fill).
+    # loadBalancerBalancedShedderPlanner says ("leastMove" by default since issue 31's seventh round:
+    # with it every claim passes, without it the per-plan cost claim fails in five families;
+    # BENCHMARKS). Not None: that, whatever the key says (tests pin the fill's own rules with False).
     exact: bool | None = None
 
     def __init__(self) -> None:

@@ -93,7 +93,9 @@ def effective(
             ):
                 continue
             try:
-                runnable(base.with_updates({**updates, key: value}, dynamic_only=True))
+                tried = base.with_updates({**updates, key: value}, dynamic_only=True)
+                if key == PLANNER_KEY:
+                    runnable(tried)
             except ConfigError as e:
                 if on_bad is not None:
                     on_bad(source, key, str(e))
@@ -166,15 +168,16 @@ PLANNER_KEY = "loadBalancerBalancedShedderPlanner"
 
 
 def runnable(config: LoadBalancerConfig) -> LoadBalancerConfig:
-    """``config`` if this installation can run it: the least-move planner needs scipy (the optional
-    ``oracle`` extra, ~216 MB with numpy). Without it the planner would fall back to the fill on every
-    call, silently; a clear refusal naming the key is what the operator needs instead."""
+    """``config`` if this installation can run it: the least-move planner needs scipy (a core
+    dependency, ~216 MB with numpy, but an install can lack it). Without it the planner would fall
+    back to the fill on every call, silently; a clear refusal naming the key is what the operator
+    needs instead."""
     if getattr(config, PLANNER_KEY) == "leastMove" and importlib.util.find_spec("scipy") is None:
         raise ConfigError(
             PLANNER_KEY,
             "leastMove",
             "the least-move planner needs scipy, which this installation lacks:"
-            " pip install 'loadmgr[oracle]' (or keep the default, fill)",
+            " pip install scipy, or set it to fill",
         )
     return config
 

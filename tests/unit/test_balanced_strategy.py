@@ -456,7 +456,6 @@ def test_the_planner_key_turns_the_least_move_plan_on_and_each_move_says_which_p
     # The cluster of the test above: the fill sheds a alone; the least-move planner (issue 31) also
     # takes from the brokers at 53.6 and fills the destinations to within the edge. An operator turns
     # it on with loadBalancerBalancedShedderPlanner, live (a dynamic key), not through a class flag.
-    pytest.importorskip("scipy")  # `make` installs it (the `oracle` extra)
     spec = {"a": 57.8, **{f"o{i}": 53.6 for i in range(3)}, **{f"d{i}": 43.8 for i in range(3)}}
     load = cluster({n: (u, [u / 4] * 100) for n, u in spec.items()})
     got: dict[str, SheddingResult] = {}
@@ -465,7 +464,7 @@ def test_the_planner_key_turns_the_least_move_plan_on_and_each_move_says_which_p
         s = BalancedShedder()
         for _ in range(CONFIG.loadBalancerAvgShedderHitCountLowThreshold):
             got[key] = s.find_bundles_for_unloading(load, config)
-    assert CONFIG.loadBalancerBalancedShedderPlanner == "fill"  # the default
+    assert CONFIG.loadBalancerBalancedShedderPlanner == "leastMove"  # the default
     fill, planned = got["fill"], got["leastMove"]
     assert set(fill.unloads) == {"a"} and "planner" not in fill.summary.numbers
     assert all("planner" not in d.numbers for d in fill.decisions)

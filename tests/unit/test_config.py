@@ -146,12 +146,12 @@ def test_broker_conf_is_read_as_java_reads_properties() -> None:
 
 def test_the_planner_key_is_loadmgrs_own_dynamic_and_takes_two_values() -> None:
     c = LoadBalancerConfig()
-    assert c.loadBalancerBalancedShedderPlanner == "fill"
+    assert c.loadBalancerBalancedShedderPlanner == "leastMove"
     assert "loadBalancerBalancedShedderPlanner" in c.dynamic_keys()
-    on = LoadBalancerConfig.from_broker_conf("loadBalancerBalancedShedderPlanner=leastMove\n")
-    assert on.loadBalancerBalancedShedderPlanner == "leastMove"
-    env = {"LOADMGR_loadBalancerBalancedShedderPlanner": "leastMove"}
-    assert LoadBalancerConfig.from_env(env).loadBalancerBalancedShedderPlanner == "leastMove"
+    off = LoadBalancerConfig.from_broker_conf("loadBalancerBalancedShedderPlanner=fill\n")
+    assert off.loadBalancerBalancedShedderPlanner == "fill"
+    env = {"LOADMGR_loadBalancerBalancedShedderPlanner": "fill"}
+    assert LoadBalancerConfig.from_env(env).loadBalancerBalancedShedderPlanner == "fill"
     with pytest.raises(ConfigError) as e:
         c.with_updates({"loadBalancerBalancedShedderPlanner": "LeastMove"}, dynamic_only=True)
     assert e.value.field == "loadBalancerBalancedShedderPlanner" and e.value.value == "LeastMove"

@@ -82,7 +82,7 @@ def test_pulsar_dynamic_keys_apply_under_loadmgr_own_and_broker_switches_stay_ou
 def test_a_bad_persisted_value_is_skipped_and_reported_the_others_apply() -> None:
     seen: list[tuple[str, str]] = []
     got = effective(
-        LoadBalancerConfig(),
+        LoadBalancerConfig(loadBalancerBalancedShedderPlanner="fill"),
         {},
         {"loadBalancerSheddingIntervalMinutes": "-3", "loadBalancerSheddingGracePeriodMinutes": "4"},
         True,
@@ -177,7 +177,7 @@ def test_the_least_move_planner_is_refused_by_name_where_scipy_is_missing(
     assert e.value.field == "loadBalancerBalancedShedderPlanner" and "scipy" in str(e.value)
     bad: list[tuple[str, str]] = []
     got = effective(
-        LoadBalancerConfig(),
+        LoadBalancerConfig(loadBalancerBalancedShedderPlanner="fill"),
         {},
         {"loadBalancerBalancedShedderPlanner": "leastMove", "loadBalancerSheddingIntervalMinutes": "2"},
         False,
