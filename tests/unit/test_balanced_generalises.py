@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from balancer.placement.base import OrdersBatch, batch_order
@@ -14,6 +15,8 @@ from balancer.sim.metrics import quality
 from balancer.sim.scenarios import parse_scenario
 
 OURS, AVG = PAIRS["BalancedShedder"], PAIRS["AvgShedder"]
+# The water-fill's own rules, the least-move planner off (it is on by default: issue 31).
+FILL = dataclasses.replace(OURS, config={**OURS.config, "loadBalancerBalancedShedderPlanner": "fill"})
 
 
 def steady(**extra: Any) -> dict[str, Any]:
@@ -98,8 +101,10 @@ def test_no_uphill_move_where_a_lagging_drift_or_one_noisy_report_made_them() ->
 def test_a_hot_bundle_goes_whole_where_one_hardware_class_leaves_room_for_it() -> None:
     # hot_bundles #22 and #30: filling destinations only to the target's tolerance, no broker had room
     # for the source's big bundles, and ours moved 7 and 5 small ones where AvgShedder's 2 balanced.
+    # The fill's rule: with the planner on, #30 takes 3 unloads for a better balance than AvgShedder's
+    # 2 (one of the hot_bundles comparisons it loses, BENCHMARKS).
     for i in (22, 30):
-        ours = run_row("hot_bundles", i, simulate(instance("hot_bundles", i), OURS, i))
+        ours = run_row("hot_bundles", i, simulate(instance("hot_bundles", i), FILL, i))
         avg = run_row("hot_bundles", i, simulate(instance("hot_bundles", i), AVG, i))
         assert ours["balance"] <= min(avg["balance"] * 1.01, 1.25), (i, ours["balance"], avg["balance"])
         assert no_more_unloads_at_balance(ours, avg), (i, ours["unloads"], avg["unloads"])
