@@ -82,7 +82,7 @@ def test_pulsar_dynamic_keys_apply_under_loadmgr_own_and_broker_switches_stay_ou
 def test_a_bad_persisted_value_is_skipped_and_reported_the_others_apply() -> None:
     seen: list[tuple[str, str]] = []
     got = effective(
-        LoadBalancerConfig(loadBalancerBalancedShedderPlanner="fill"),
+        LoadBalancerConfig(),
         {},
         {"loadBalancerSheddingIntervalMinutes": "-3", "loadBalancerSheddingGracePeriodMinutes": "4"},
         True,
