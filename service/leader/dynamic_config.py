@@ -29,7 +29,7 @@ from balancer.explain import explain
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.registry import create_placement
 from balancer.shedding.base import LoadSheddingStrategy
-from balancer.shedding.registry import create_shedder
+from balancer.shedding.registry import create_shedder, short_name
 from service.errors import StaleWrite
 from service.leader.clock import now_ms
 from service.zookeeper import paths as P
@@ -94,7 +94,7 @@ def effective(
                 continue
             try:
                 tried = base.with_updates({**updates, key: value}, dynamic_only=True)
-                if key == PLANNER_KEY:
+                if key in (PLANNER_KEY, "loadBalancerLoadSheddingStrategy"):
                     runnable(tried)
             except ConfigError as e:
                 if on_bad is not None:
@@ -168,11 +168,15 @@ PLANNER_KEY = "loadBalancerBalancedShedderPlanner"
 
 
 def runnable(config: LoadBalancerConfig) -> LoadBalancerConfig:
-    """``config`` if this installation can run it: the least-move planner needs scipy (a core
+    """``config`` if this installation can run it: BalancedShedder's least-move planner needs scipy (a core
     dependency, ~216 MB with numpy, but an install can lack it). Without it the planner would fall
     back to the fill on every call, silently; a clear refusal naming the key is what the operator
     needs instead."""
-    if getattr(config, PLANNER_KEY) == "leastMove" and importlib.util.find_spec("scipy") is None:
+    if (
+        getattr(config, PLANNER_KEY) == "leastMove"
+        and short_name(config.loadBalancerLoadSheddingStrategy) == "BalancedShedder"
+        and importlib.util.find_spec("scipy") is None
+    ):
         raise ConfigError(
             PLANNER_KEY,
             "leastMove",

@@ -175,9 +175,11 @@ def test_the_least_move_planner_is_refused_by_name_where_scipy_is_missing(
     with pytest.raises(ConfigError) as e:
         make_strategies(on)
     assert e.value.field == "loadBalancerBalancedShedderPlanner" and "scipy" in str(e.value)
+    # The key is BalancedShedder's: Pulsar's strategies start without scipy whatever it says.
+    assert make_strategies(LoadBalancerConfig())[0].name != "BalancedShedder"
     bad: list[tuple[str, str]] = []
     got = effective(
-        LoadBalancerConfig(loadBalancerBalancedShedderPlanner="fill"),
+        on.with_updates({"loadBalancerBalancedShedderPlanner": "fill"}),
         {},
         {"loadBalancerBalancedShedderPlanner": "leastMove", "loadBalancerSheddingIntervalMinutes": "2"},
         False,
