@@ -112,18 +112,30 @@ def run_row(family: str, i: int, r: SimResult, plan_cost: float | None = None) -
     }
 
 
-def _in_load(r: SimResult, start: CycleState) -> CycleState:
-    """``start`` with msg rates replaced by load (CPU points of each bundle's frozen traffic), for the
-    bound: the same state judged by what the strategy balances."""
+def _owned_at(start: CycleState, owners: dict[str, str], rates: dict[str, float]) -> CycleState:
+    """``start``'s brokers holding ``owners``' bundles at ``rates`` (bundles of other brokers left out):
+    an assignment judged at a traffic of the bench's choosing, for the bounds."""
     per: dict[str, list[float]] = {b: [] for b in start.brokers}
-    for bundle, owner in r.frozen_owners.items():
+    for bundle, owner in owners.items():
         if owner in per:
-            per[owner].append(r.frozen_load.get(bundle, 0.0))
+            per[owner].append(rates.get(bundle, 0.0))
     return dataclasses.replace(
         start,
         msg_rate=[sum(per[b]) for b in start.brokers],
         bundle_rates=[sorted(per[b], reverse=True) for b in start.brokers],
     )
+
+
+def _in_load(r: SimResult, start: CycleState) -> CycleState:
+    """``start`` with msg rates replaced by load (CPU points of each bundle's frozen traffic), for the
+    bound: the same state judged by what the strategy balances."""
+    return _owned_at(start, r.frozen_owners, r.frozen_load)
+
+
+def _spread(s: CycleState) -> float | None:
+    """Max/min of the brokers' rates per capacity; None where one carries nothing."""
+    norm = [x / c for x, c in zip(s.msg_rate, s.capacity, strict=True)]
+    return max(norm) / min(norm) if min(norm) > 0 else None
 
 
 def _cost(
@@ -136,14 +148,10 @@ def _cost(
     moved = [frozen.get(m.bundle, 0.0) for m in r.moves if m.cycle >= since]
     if not moved or not frozen:
         return None, None
-    load = dict.fromkeys(start.brokers, 0.0)
-    for bundle, owner in r.final_owners.items():
-        if owner in load:
-            load[owner] += frozen.get(bundle, 0.0)
-    norm = [load[b] / c for b, c in zip(start.brokers, start.capacity, strict=True)]
-    if min(norm) <= 0:
+    reached = _spread(_owned_at(start, r.final_owners, frozen))
+    if reached is None:
         return None, None
-    least = balance_bound(start, max(norm) / min(norm))
+    least = balance_bound(start, reached)
     return (
         sum(moved) / least.rate if least.rate > 0 else None,
         # Unloads where the balance reached needed none are unbounded waste, not "no data".
@@ -158,22 +166,10 @@ def _unloads_at_end(r: SimResult, start: CycleState, since: int) -> float | None
     moved = sum(1 for m in r.moves if m.cycle >= since)
     if not moved or not r.final_rates:
         return None
-    per: dict[str, list[float]] = {b: [] for b in start.brokers}
-    end = dict.fromkeys(start.brokers, 0.0)
-    for bundle, rate in r.final_rates.items():
-        if r.frozen_owners.get(bundle) in per:
-            per[r.frozen_owners[bundle]].append(rate)
-        if r.final_owners.get(bundle) in end:
-            end[r.final_owners[bundle]] += rate
-    norm = [end[b] / c for b, c in zip(start.brokers, start.capacity, strict=True)]
-    if min(norm) <= 0:
+    reached = _spread(_owned_at(start, r.final_owners, r.final_rates))
+    if reached is None:
         return None
-    at_end = dataclasses.replace(
-        start,
-        msg_rate=[sum(per[b]) for b in start.brokers],
-        bundle_rates=[sorted(per[b], reverse=True) for b in start.brokers],
-    )
-    fewest = balance_bound(at_end, max(norm) / min(norm)).unloads
+    fewest = balance_bound(_owned_at(start, r.frozen_owners, r.final_rates), reached).unloads
     return moved / fewest if fewest > 0 else math.inf
 
 
