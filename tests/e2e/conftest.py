@@ -19,6 +19,19 @@ TOKEN = "e2e-secret"
 BALANCE_TIMEOUT_S = 120.0
 
 
+def running_demo(opts: DemoOptions) -> Iterator[Demo]:
+    """A started demo with ``opts`` (output kept in a buffer), stopped when the generator closes: the
+    body of every demo fixture. Skips where there is no Java for its embedded ZooKeeper."""
+    if shutil.which("java") is None:
+        pytest.skip("the demo needs Java 17+ for its embedded ZooKeeper")
+    d = Demo(opts, out=io.StringIO())
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+
+
 @pytest.fixture(scope="session")
 def demo() -> Iterator[Demo]:
     if shutil.which("java") is None:
@@ -37,15 +50,8 @@ def scratch_demo() -> Iterator[Demo]:
     """A second, small demo for the API fuzzers, whose random unloads, splits and namespaces (up to
     1,024 bundles each) would otherwise change the cluster and flood the decision log that the
     behavioural tests on ``demo`` check. Not waited on to balance: brokers report, that is enough."""
-    if shutil.which("java") is None:
-        pytest.skip("the demo needs Java 17+ for its embedded ZooKeeper")
     opts = DemoOptions(brokers=2, bundles=4, port=0, token=TOKEN, shed_interval_s=3.0, publish_state=False)
-    d = Demo(opts, out=io.StringIO())
-    try:
-        d.start()
-        yield d
-    finally:
-        d.stop()
+    yield from running_demo(opts)
 
 
 @pytest.fixture

@@ -4,9 +4,7 @@ over REST and through the CLI. Nothing may change."""
 
 from __future__ import annotations
 
-import io
 import json
-import shutil
 from collections.abc import Iterator
 
 import httpx
@@ -14,15 +12,13 @@ import pytest
 
 from service.commands.cli import main
 from service.demo.cluster import Demo, DemoOptions
-from tests.e2e.conftest import _wait_for
+from tests.e2e.conftest import _wait_for, running_demo
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def skewed() -> Iterator[Demo]:
-    if shutil.which("java") is None:
-        pytest.skip("the demo needs Java 17+ for its embedded ZooKeeper")
     # ThresholdShedder decides on one cycle's data (BalancedShedder waits for consecutive hits across
     # cycles, which a dry run on copies never accumulates); the traffic is raised so that the share
     # it offloads clears Pulsar's minimum throughput to unload.
@@ -35,12 +31,7 @@ def skewed() -> Iterator[Demo]:
         msg_rate_per_bundle=12000.0,
         publish_state=False,  # the session's `demo` owns the state file in this process
     )
-    d = Demo(opts, out=io.StringIO())
-    try:
-        d.start()
-        yield d
-    finally:
-        d.stop()
+    yield from running_demo(opts)
 
 
 def _owners(demo: Demo) -> dict[str, str]:

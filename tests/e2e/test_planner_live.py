@@ -5,15 +5,13 @@ leader cannot take is refused naming the key, and nothing is written; turning it
 
 from __future__ import annotations
 
-import io
-import shutil
 from collections.abc import Iterator
 
 import pytest
 
 from service.commands.cli import main
 from service.demo.cluster import Demo, DemoOptions
-from tests.e2e.conftest import _wait_for
+from tests.e2e.conftest import _wait_for, running_demo
 
 pytestmark = pytest.mark.e2e
 
@@ -22,17 +20,11 @@ KEY = "loadBalancerBalancedShedderPlanner"
 
 @pytest.fixture(scope="module")
 def idle_leader() -> Iterator[Demo]:
-    if shutil.which("java") is None:
-        pytest.skip("the demo needs Java 17+ for its embedded ZooKeeper")
     # Shedding every hour: nothing moves until the operator's change below shortens the interval,
     # so every plan this leader makes is made with the planner on.
-    opts = DemoOptions(brokers=3, bundles=12, port=0, shed_interval_s=3600.0, publish_state=False)
-    d = Demo(opts, out=io.StringIO())
-    try:
-        d.start()
-        yield d
-    finally:
-        d.stop()
+    yield from running_demo(
+        DemoOptions(brokers=3, bundles=12, port=0, shed_interval_s=3600.0, publish_state=False)
+    )
 
 
 def test_the_planner_plans_live_by_default_each_move_says_so_and_config_set_turns_it_off(
