@@ -38,6 +38,18 @@ class StaleWrite(ServiceError):
     """A compare-and-set write lost a race (the node changed, or this instance is no longer leader)."""
 
 
+class FencedOut(StaleWrite):
+    """This instance's leader epoch was superseded: a write fenced on it was refused by ZooKeeper.
+
+    Whoever bumped the epoch (another instance, another mode on the same ZooKeeper, a hand edit),
+    this instance is no longer the leader: it stops deciding at once and campaigns again."""
+
+
+class ModeMismatch(ServiceError):
+    """``serve`` was pointed at a ZooKeeper whose brokers belong to the other mode (a real Pulsar
+    cluster without ``--mode pulsar``, or loadmgr's own agents with it)."""
+
+
 class BundleBusy(ServiceError):
     """An unload or split of the bundle is under way (Pulsar mode): two at once would race in Pulsar."""
 

@@ -29,7 +29,15 @@ from balancer.errors import (
     UnknownBundle,
     UnknownNamespace,
 )
-from service.errors import AdminRequired, BundleBusy, ExecutorError, NotLeader, StaleWrite, StoreUnavailable
+from service.errors import (
+    AdminRequired,
+    BundleBusy,
+    ExecutorError,
+    FencedOut,
+    NotLeader,
+    StaleWrite,
+    StoreUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +183,17 @@ def install(app: FastAPI) -> None:
             503,
             "StoreUnavailable",
             {"reason": str(exc) or "ZooKeeper is unavailable"},
+            headers={"Retry-After": "2"},
+        )
+
+    @app.exception_handler(FencedOut)
+    async def _fenced_out(_: Request, exc: FencedOut) -> JSONResponse:
+        # Not a lost race on one node: this instance stopped leading while serving the request.
+        # Nothing was written; the client retries and reaches whoever leads next.
+        return _error(
+            503,
+            "NoLeader",
+            {"reason": f"this instance is no longer the leader ({exc}); nothing was written", "leader": None},
             headers={"Retry-After": "2"},
         )
 

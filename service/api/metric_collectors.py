@@ -247,6 +247,15 @@ class ServiceCollector(Collector):
         store = getattr(service, "store", None)
         connected.add_metric([c], 1.0 if store is not None and getattr(store, "connected", False) else 0.0)
         yield connected
+        blocked = GaugeMetricFamily(
+            "loadmgr_leader_campaign_blocked",
+            "1 while this instance does not campaign because loadmgr in the other mode leads this "
+            "ZooKeeper (/readyz says which).",
+            labels=["cluster"],
+        )
+        election = getattr(service, "election", None)
+        blocked.add_metric([c], 1.0 if getattr(election, "blocked", None) else 0.0)
+        yield blocked
         # Zero without a history sink: nothing is lost then, and the alert on losses still evaluates.
         stats = getattr(getattr(service, "history", None), "stats", None)
         for name, attr, doc in (

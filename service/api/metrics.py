@@ -33,6 +33,7 @@ from service.leader.metrics_sink import JOB_NAMES, PATH_KINDS, RUN_OUTCOMES
 # Label values created at zero up front: a counter series that does not exist yet makes rate() and
 # increase() return nothing, so a dashboard panel shows "No data" where it should show 0.
 # The kinds the service reports (service.leader.service: the error class, or the lost connection state).
+STEP_DOWN_REASONS = ("fenced_out", "other")
 ZK_ERROR_KINDS = ("StoreUnavailable", "StaleWrite", "suspended", "lost")
 # The reason codes of Pulsar's split conditions (balancer.split.conditions).
 SPLIT_REASONS = ("too_many_topics", "too_many_sessions", "msg_rate_too_high", "throughput_too_high")
@@ -155,6 +156,14 @@ class PrometheusMetrics:
             labels,
             registry=r,
         ).labels(cluster)
+        self.step_downs = _zeroed_counter(
+            r,
+            "loadmgr_leader_step_downs_total",
+            "Times this instance stopped leading on its own: fenced_out, a write fenced on its leader "
+            "epoch was refused (another instance or mode bumped the epoch).",
+            cluster,
+            reason=STEP_DOWN_REASONS,
+        )
         self.zk_errors = _zeroed_counter(
             r,
             "loadmgr_zookeeper_errors_total",
@@ -235,6 +244,9 @@ class PrometheusMetrics:
     def pulsar_settings(self, problems: int, acting: bool) -> None:
         self.pulsar_conflicts.labels(self.cluster).set(problems)
         self.pulsar_acting.labels(self.cluster).set(1 if acting else 0)
+
+    def stepped_down(self, reason: str) -> None:
+        self.step_downs.labels(self.cluster, reason if reason in STEP_DOWN_REASONS else "other").inc()
 
     def zk_error(self, kind: str) -> None:
         self.zk_errors.labels(self.cluster, kind or "unknown").inc()

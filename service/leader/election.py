@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +33,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from service.errors import ServiceError
 from service.leader.identity import LeaderIdentity
 from service.zookeeper import paths as P
-from service.zookeeper.metadata.leader_node import read_leader_node
+from service.zookeeper.metadata.leader_node import read_epoch_owner, read_leader_node
 from service.zookeeper.metadata.store import Versioned, ZkStore, translated
 from service.zookeeper.session.nodes import SHUTDOWN_CALL_TIMEOUT_S
 
@@ -57,6 +58,7 @@ class LeaderElection:
         retry_s: float = 1.0,
         identity: LeaderIdentity | None = None,
         path: str = P.LEADER,
+        on_stepped_down: Callable[[str], None] | None = None,
     ) -> None:
         self._store = store
         self.path = path
@@ -65,6 +67,7 @@ class LeaderElection:
         self._on_elected = on_elected
         self._on_revoked = on_revoked
         self._on_resync = on_resync
+        self._on_stepped_down = on_stepped_down
         self._retry_s = retry_s
         self.identity = identity or LeaderIdentity()
         self._state = "CONNECTED"
@@ -72,6 +75,14 @@ class LeaderElection:
         self._resync = False
         self._leader = False
         self._fence: Versioned[str] | None = None
+        # Set (from any thread) when a write fenced on our epoch was refused: is_leader() turns False
+        # at once; the election thread then gives the node up and campaigns again.
+        self._fenced_out: str | None = None
+        # Why this instance last stopped leading, and when (monotonic s): /readyz and the log say it.
+        self.last_step_down: tuple[float, str] | None = None
+        # Why this instance does not campaign now (another mode leads this ZooKeeper), or None.
+        self.blocked: str | None = None
+        self.fenced_out_count = 0
         self._signed: bytes | None = None  # the node's content while leading: session and epoch bound
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -103,7 +114,23 @@ class LeaderElection:
 
     def is_leader(self) -> bool:
         """True only while leading on a connection that is up: callers re-check before every write."""
-        return self._leader and self._state == "CONNECTED" and not self._resync and self._store.connected
+        return (
+            self._leader
+            and self._fenced_out is None
+            and self._state == "CONNECTED"
+            and not self._resync
+            and self._store.connected
+        )
+
+    def fenced_out(self, why: str) -> None:
+        """A write fenced on this leader's epoch was refused: the epoch moved on, so another writer
+        (a second instance, another mode on the same ZooKeeper, a hand edit) leads now. Stop
+        deciding at once; the election thread gives the node up and campaigns again. Never blocks:
+        it is called from whichever thread wrote."""
+        if not self._leader or self._fenced_out is not None:
+            return
+        self._fenced_out = why
+        self._wake.set()
 
     @property
     def connection_state(self) -> str:
@@ -112,7 +139,7 @@ class LeaderElection:
 
     def leading_unconfirmed(self) -> bool:
         """Still holding leadership, but not deciding until the node is confirmed after a reconnect."""
-        return self._leader and not self.is_leader()
+        return self._leader and self._fenced_out is None and not self.is_leader()
 
     def fence(self) -> Versioned[str] | None:
         """The epoch to fence writes on, or None when this instance must not write."""
@@ -164,9 +191,15 @@ class LeaderElection:
             if self._leader:
                 log.warning("%s: ZooKeeper session lost; giving up leadership", self.leader_id)
                 self._revoke()
+        if self._fenced_out is not None and self._leader:
+            self._step_down(self._fenced_out)
         if self._state != "CONNECTED" or not self._store.connected:
             return
         if self._leader:
+            superseded = self._epoch_superseded()
+            if superseded is not None:
+                self._step_down(superseded)
+                return
             if not self._node_is_mine():
                 log.warning("%s: leader node is no longer ours; giving up leadership", self.leader_id)
                 self._revoke()
@@ -181,6 +214,9 @@ class LeaderElection:
 
     def _campaign(self) -> None:
         client = self._store.client
+        self.blocked = self._other_mode_leads()
+        if self.blocked is not None:
+            return  # looked at again every retry; nothing of ours is written meanwhile
         with translated():
             try:
                 # Pulsar's two fields first: the signature binds the epoch, known only once won
@@ -193,7 +229,7 @@ class LeaderElection:
                     if client.exists(self.path, watch=lambda _e: self._wake.set()) is None:
                         self._wake.set()
                     return
-            fence = self._store.bump_epoch(self.leader_id)
+            fence = self._store.bump_epoch(self.leader_id, self.path)
             session = self._store.session_id
             assert session is not None  # connected: create just succeeded
             signed = self.identity.document(self.leader_id, self.service_url, session, fence.version)
@@ -245,4 +281,59 @@ class LeaderElection:
         self._leader = False
         self._fence = None
         self._signed = None
+        self._fenced_out = None
         self._on_revoked()
+
+    def _step_down(self, why: str) -> None:
+        """Stop leading because the epoch moved on: give the node up so the election is open again,
+        say so, and campaign at the next step."""
+        self.fenced_out_count += 1
+        self.last_step_down = (time.monotonic(), why)
+        log.error(
+            "%s: no longer the leader: %s; stepping down from %s and campaigning again",
+            self.leader_id,
+            why,
+            self.path,
+        )
+        try:
+            self._release_node()
+        except Exception as e:  # the node goes with the session at worst; the next step retries
+            log.info("%s: leader node not released now: %s", self.leader_id, e)
+        self._revoke()
+        if self._on_stepped_down is not None:
+            self._on_stepped_down(why)
+        self._wake.set()
+
+    def _epoch_superseded(self) -> str | None:
+        """Why our epoch no longer holds (someone bumped ``/loadmgr/leader-epoch``), else None.
+
+        Checked every step (about a second), so a leader that writes nothing (a quiet cluster)
+        learns it too, not only at its next refused write."""
+        if self._fence is None:
+            return None
+        with translated():
+            stat = self._store.client.exists(P.LEADER_EPOCH)
+        if stat is None:
+            return f"{P.LEADER_EPOCH} was deleted"
+        if int(stat.version) != self._fence.version:
+            who = read_epoch_owner(self._store)
+            by = f" by {who.leader_id} ({who.election_path})" if who is not None else ""
+            return f"leader epoch {self._fence.version} superseded: now {int(stat.version)}{by}"
+        return None
+
+    def _other_mode_leads(self) -> str | None:
+        """The reason not to campaign: the epoch was last won through another election node (the
+        other mode: ``/loadbalance/leader`` is ZooKeeper-native, ``/loadmgr/leader`` Pulsar mode)
+        and that node is still held. Both modes fence on the same epoch, so campaigning would cut
+        the other mode's leader off mid-term (and it would cut us off in turn)."""
+        owner = read_epoch_owner(self._store)
+        if owner is None or owner.election_path in ("", self.path):
+            return None
+        with translated():
+            stat = self._store.client.exists(owner.election_path)
+        if stat is None:
+            return None
+        return (
+            f"{owner.leader_id} leads this ZooKeeper in the other mode ({owner.election_path} is held, "
+            f"this instance campaigns on {self.path}); not campaigning while it does"
+        )

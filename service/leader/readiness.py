@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from service.zookeeper.metadata.store import ZkStore
 
 JOB_FAILURES_NOT_READY = 3  # one failure can be a ZooKeeper blip; three in a row is a stuck job
+# After stepping down because its epoch was superseded, an instance says so (not ready) until it
+# leads again or this long has passed: long enough for a probe and an operator to see it.
+STEPPED_DOWN_NOT_READY_S = 60.0
 STALE_VIEW_INTERVALS = 3
 
 
@@ -57,8 +60,11 @@ class Readiness:
             return ["not started"]
         if not self.store.connected:
             return ["not connected to ZooKeeper"]
+        if self.election.blocked is not None:
+            return [f"not campaigning: {self.election.blocked}"]
         if not self.is_leader():
-            return []
+            down = self._recent_step_down()
+            return [] if down is None else [down]
         if not self._synced:
             return ["leading, but the first full sync of ZooKeeper and first reconcile are not done"]
         pulsar = self.pulsar_reason()
@@ -74,6 +80,16 @@ class Readiness:
         if since is not None and time.monotonic() - since > STALE_VIEW_INTERVALS * interval_s + 5.0:
             reasons.append(f"no successful shedding cycle for {time.monotonic() - since:.0f} s")
         return reasons
+
+    def _recent_step_down(self) -> str | None:
+        """'stepped down N s ago: why' while that is recent and this instance has not led since."""
+        down = self.election.last_step_down
+        if down is None or self.is_leader():
+            return None
+        ago = time.monotonic() - down[0]
+        if ago > STEPPED_DOWN_NOT_READY_S:
+            return None
+        return f"stepped down as leader {ago:.0f} s ago: {down[1]}; campaigning again"
 
     def readiness(self) -> dict[str, Any]:
         """What ``/readyz`` reports: the ZooKeeper connection state, whether this instance leads and
@@ -101,4 +117,10 @@ class Readiness:
             details["reason"] = "ZooKeeper session lost; reconnecting with a new session, leadership given up"
         elif self.election.leading_unconfirmed():
             details["reason"] = "reconnected; re-checking the leader node before deciding again"
+        elif self.election.blocked is not None:
+            details["reason"] = f"not campaigning: {self.election.blocked}"
+        elif (down := self._recent_step_down()) is not None:
+            details["reason"] = down
+        if self.election.last_step_down is not None:
+            details["stepDowns"] = self.election.fenced_out_count
         return details

@@ -22,6 +22,7 @@ from balancer.errors import InvalidInput
 from balancer.models import BundleData, LocalBrokerData, ResourceQuota, TimeAverageBrokerData
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
+from service.zookeeper.metadata.leader_node import epoch_doc
 from service.zookeeper.metadata.records import (
     Assignment,
     Owner,
@@ -34,8 +35,8 @@ from service.zookeeper.metadata.records import (
     parse_quota,
     report_size_warning,
 )
-from service.zookeeper.session.nodes import JsonZk, Versioned
-from service.zookeeper.session.wire import json_bytes, translated
+from service.zookeeper.session.nodes import JsonZk
+from service.zookeeper.session.wire import Versioned, json_bytes, translated
 
 # A broker's registration is ephemeral (its session's lifetime is its liveness); a persistent node
 # under /loadbalance/brokers belongs to no running broker and must never receive bundles.
@@ -356,11 +357,15 @@ class ZkStore(JsonZk):
         return {"broker": a.broker, "source": a.source, "reason": a.reason, "time": a.time_ms}
 
     # ---- leader epoch (fencing) ---------------------------------------------------------------------
-    def bump_epoch(self, leader_id: str) -> Versioned[str]:
-        """Called by a new leader before it acts: every write of an older leader fenced on the epoch fails."""
+    def bump_epoch(self, leader_id: str, election_path: str = P.LEADER) -> Versioned[str]:
+        """Called by a new leader before it acts: every write of an older leader fenced on the epoch fails.
+
+        The node says who won and through which election node (so which mode: see
+        :func:`service.zookeeper.metadata.leader_node.read_epoch_owner`)."""
+        doc = epoch_doc(leader_id, election_path)
         with translated():
             self.client.ensure_path(P.LEADER_EPOCH)
-            stat = self.client.set(P.LEADER_EPOCH, leader_id.encode())
+            stat = self.client.set(P.LEADER_EPOCH, doc)
         return Versioned(leader_id, int(stat.version))
 
     # ---- workload --------------------------------------------------------------------------------------

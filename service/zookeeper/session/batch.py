@@ -27,8 +27,8 @@ from typing import Any
 from kazoo.exceptions import RolledBackError
 
 from service.zookeeper import paths as P
-from service.zookeeper.session.nodes import PIPELINE, JsonZk, Versioned
-from service.zookeeper.session.wire import json_bytes, translated
+from service.zookeeper.session.nodes import PIPELINE, JsonZk
+from service.zookeeper.session.wire import Versioned, json_bytes, translated
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +109,8 @@ def commit_batches(
     for op in pending:
         if not op.rider:
             out.refused.append((op, "fenced"))
+    if out.fenced_out and fence is not None:
+        zk.report_fenced_out(f"leader epoch {fence.version} superseded (a batch's epoch check was refused)")
     return out
 
 
@@ -198,7 +200,7 @@ def _settle(batch: list[Op], results: list[Any], fenced: bool, out: BatchResult)
             out.done.append((op, version))
         return []
     if fenced and failed[0] == 0:
-        out.fenced_out = True
+        out.fenced_out = True  # commit_batches tells the store once, after the round
         out.refused.extend((op, "fenced") for op in batch if not op.rider)
         return []
     bad = failed[0] - skip

@@ -6,23 +6,33 @@ Made by :meth:`service.zookeeper.session.nodes.JsonZk.fenced`; batches of them, 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kazoo.exceptions import RolledBackError
 
-from service.errors import StaleWrite
+from service.errors import FencedOut, StaleWrite
 from service.zookeeper import paths as P
-from service.zookeeper.session.wire import json_bytes, translated
+from service.zookeeper.session.wire import Versioned, json_bytes, translated
 
-if TYPE_CHECKING:
-    from service.zookeeper.session.nodes import JsonZk, Versioned
+
+class FencedStore(Protocol):
+    """What a fenced transaction needs of its session (:class:`~service.zookeeper.session.nodes.JsonZk`);
+    a protocol, so this module does not import the one that builds it."""
+
+    @property
+    def client(self) -> Any: ...
+
+    def ensure_parent(self, path: str) -> None: ...
+
+    def report_fenced_out(self, why: str) -> None: ...
 
 
 class Fenced:
     """A multi-op write that commits only if this writer still holds the leader epoch it was given."""
 
-    def __init__(self, store: JsonZk, fence: Versioned[str] | None) -> None:
+    def __init__(self, store: FencedStore, fence: Versioned[str] | None) -> None:
         self._store = store
+        self._fence = fence
         self._tx = store.client.transaction()
         if fence is not None:
             self._tx.check(P.LEADER_EPOCH, fence.version)
@@ -62,5 +72,10 @@ class Fenced:
         with translated():
             results = self._tx.commit()
         errors = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if self._fence is not None and results and errors and results[0] is errors[0]:
+            # The epoch check is the first op: the epoch moved on, so this writer no longer leads.
+            why = f"leader epoch {self._fence.version} superseded ({type(errors[0]).__name__})"
+            self._store.report_fenced_out(why)
+            raise FencedOut(f"transaction refused: {why}")
         if errors:
             raise StaleWrite(f"transaction refused: {type(errors[0]).__name__}")

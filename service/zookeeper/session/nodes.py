@@ -17,8 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 from kazoo.exceptions import AuthFailedError, BadVersionError, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
@@ -33,7 +32,7 @@ from service.zookeeper.session.client import new_client
 from service.zookeeper.session.fenced import Fenced
 from service.zookeeper.session.security import ZkSecurity
 from service.zookeeper.session.validate import BadNode, MalformedLog, decode, path_kind
-from service.zookeeper.session.wire import AUTH_FAILED, json_bytes, translated
+from service.zookeeper.session.wire import AUTH_FAILED, Versioned, json_bytes, translated
 
 log = logging.getLogger(__name__)
 # ZooKeeper connection strings already warned about as world-writable (see connect)
@@ -45,14 +44,6 @@ PIPELINE = 512  # reads in flight per batch: enough to hide the round trip, few 
 # while disconnected until it reconnects, which against a dead server is for ever. An ephemeral node
 # left behind by a call that gave up goes with the session anyway.
 SHUTDOWN_CALL_TIMEOUT_S = 2.0
-
-
-@dataclass(frozen=True)
-class Versioned(Generic[V]):
-    """A value read with the node version a compare-and-set write must present."""
-
-    value: V
-    version: int
 
 
 class JsonZk:
@@ -79,6 +70,9 @@ class JsonZk:
         self.session_timeout_s = session_timeout_s
         self.malformed_log = MalformedLog()
         self._on_malformed = on_malformed
+        # Called (never blocking) when a write fenced on the leader epoch is refused because the
+        # epoch moved on: the owner (the leader service) must stop leading at once.
+        self.on_fenced_out: Callable[[str], None] | None = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -394,6 +388,11 @@ class JsonZk:
 
     def fenced(self, fence: Versioned[str] | None) -> Fenced:
         return Fenced(self, fence)
+
+    def report_fenced_out(self, why: str) -> None:
+        """A fenced write was refused on the epoch check: tell whoever leads through this session."""
+        if self.on_fenced_out is not None:
+            self.on_fenced_out(why)
 
     def _malformed(self, path: str, reason: str, zxid: int = -1) -> None:
         """Skip ``path``: logged and counted once per version (``zxid``; -1 when unknown)."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from kazoo.exceptions import (
     AuthFailedError,
@@ -25,6 +26,8 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from service.errors import StaleWrite, StoreUnavailable, ZkAccessDenied
+
+V = TypeVar("V")
 
 AUTH_FAILED = "ZooKeeper refused this client's authentication (AUTH_FAILED)"
 
@@ -44,6 +47,14 @@ def translated() -> Iterator[None]:
         if isinstance(e, NoNodeError | NodeExistsError | NotEmptyError):
             raise
         raise StoreUnavailable(f"ZooKeeper unavailable: {type(e).__name__}") from None
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[V]):
+    """A value read with the node version a compare-and-set write must present."""
+
+    value: V
+    version: int
 
 
 def json_bytes(obj: Any) -> bytes:
