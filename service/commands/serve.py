@@ -223,7 +223,12 @@ def _serve(args: argparse.Namespace) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     service = LoadManagerService(settings, config, metrics=metrics, history=history)
     metrics.watch(service)
-    service.start()
+    try:
+        service.start()  # ModeMismatch (exit 2, one line) before anything is written
+    except Exception:
+        if history is not None:
+            history.close()
+        raise
     try:
         app = create_app(service, settings, metrics.registry)
         server = uvicorn.Server(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from balancer.config import LoadBalancerConfig
 from balancer.explain import explain
 from balancer.placement.base import PlacementStrategy
 from balancer.shedding.base import LoadSheddingStrategy
-from service.errors import ServiceError, StoreUnavailable
+from service.errors import ModeMismatch, ServiceError, StoreUnavailable
 from service.leader.clock import now_ms
 from service.leader.cluster_view import ClusterView, DecisionLog
 from service.leader.dynamic_config import ConfigUpdates, DynamicConfig, make_strategies
@@ -40,6 +41,7 @@ from service.leader.readiness import Readiness
 from service.leader.reads import ClusterReads
 from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
+from service.zookeeper.metadata.cluster_kind import mode_conflict
 from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.session.security import ZkSecurity
 from service.zookeeper.session.validate import path_kind
@@ -94,7 +96,11 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
             self._on_resync,
             identity=LeaderIdentity.of(settings.admin_token(), settings.leader_urls),
             path=self.election_path,
+            on_stepped_down=self._stepped_down,
         )
+        # Any write fenced on our epoch that ZooKeeper refuses on the epoch check (a job's, an
+        # operator's, the dynamic configuration's) ends this term at once, whoever bumped the epoch.
+        self.store.on_fenced_out = self._fenced_out
         assigner = ZkExecutor(self.store, self.election.fence)
         self.executor: Executor = executor or pulsar_executor or assigner
         self._dynamic = DynamicConfig(self.store, self._apply_dynamic)
@@ -141,8 +147,10 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
 
     # ---- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
-        """Connect to ZooKeeper (raises StoreUnavailable), schedule the paused jobs, campaign."""
+        """Connect to ZooKeeper (raises StoreUnavailable), check that this mode fits the brokers there
+        (raises ModeMismatch), schedule the paused jobs, campaign."""
         self.store.start()
+        self._check_mode()
         if self.config_store is not None:
             self.config_store.start()
         self.store.add_state_listener(self._on_state)
@@ -152,6 +160,17 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
         self._start_pulsar()
         self.election.start()
         self._started = True
+
+    def _check_mode(self) -> None:
+        """Refuse a mode that does not fit this ZooKeeper's brokers before anything is written."""
+        explicit = "mode" in self.settings.model_fields_set
+        refusal, warning = mode_conflict(self.store, self.settings.mode, explicit)
+        if refusal is not None:
+            self.store.stop()
+            raise ModeMismatch(refusal)
+        if warning is not None:
+            log.warning("%s", warning)
+            print(warning, file=sys.stderr, flush=True)
 
     def stop(self) -> None:
         """Step down (deleting the leader node), stop the jobs, close the connection."""
@@ -303,6 +322,18 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
     def _on_revoked(self) -> None:
         self._schedule.pause()
         self.metrics.leader_changed(False)
+
+    def _fenced_out(self, why: str) -> None:
+        self.metrics.zk_error("StaleWrite")
+        self.election.fenced_out(why)
+
+    def _stepped_down(self, why: str) -> None:
+        self.metrics.stepped_down("fenced_out")
+        self._decisions.add(
+            now_ms(),
+            "leadership",
+            explain("stepped-down", f"stopped leading: {why}; campaigning again", subject=self.instance_id),
+        )
 
     def _on_resync(self) -> None:
         # After a reconnect the next job re-reads everything anyway; wake the reconciler early.

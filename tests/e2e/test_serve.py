@@ -58,3 +58,34 @@ def test_serve_answers_and_shuts_down_gracefully_on_sigterm(demo: Demo, tmp_path
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_serve_in_pulsar_mode_on_the_demos_agents_exits_2_naming_the_mode(demo: Demo) -> None:
+    """The mistyped command that once left a whole demo cluster unowned: refused before it campaigns."""
+    before = demo.service.election.fence()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "service.commands.cli",
+            "serve",
+            "--zk",
+            demo._zk.hosts,
+            "--port",
+            str(free_port(0)),
+            "--no-history",
+            "--mode",
+            "pulsar",
+            "--pulsar-admin-url",
+            "http://127.0.0.1:9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "LOADMGR_INSTANCE_ID": "wrong-mode"},
+    )
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("loadmgr:")]
+    assert len(errors) == 1 and "--mode zookeeper" in errors[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert demo.service.is_leader() and demo.service.election.fence() == before
