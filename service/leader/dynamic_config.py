@@ -59,15 +59,22 @@ def decode_values(raw: bytes | None, path: str) -> dict[str, Any]:
     """A node's ``{key: value}`` (``/loadmgr/config``'s under ``values``); junk gives {} and a log line.
 
     The bytes pass the one JSON boundary (size, depth, finite numbers): a hostile node, nested a few
-    thousand levels deep say, is skipped like any other junk. ``/loadmgr/config``'s values keep their
-    JSON types (a list stays a list); Pulsar keeps strings in ``/admin/configuration``, where a JSON
-    number or boolean is taken in its JSON spelling."""
+    thousand levels deep say, is skipped like any other junk."""
     if not raw:
         return {}
     try:
         doc = decode(raw)
     except BadNode as e:
         log.warning("%s is not a JSON object (%s): ignored", path, e.reason)
+        return {}
+    return values_of(doc, path)
+
+
+def values_of(doc: Any, path: str) -> dict[str, Any]:
+    """The ``{key: value}`` of a node's parsed JSON. ``/loadmgr/config``'s values keep their JSON types
+    (a list stays a list); Pulsar keeps strings in ``/admin/configuration``, where a JSON number or
+    boolean is taken in its JSON spelling."""
+    if doc is None:
         return {}
     if isinstance(doc, dict) and path == P.LOADMGR_CONFIG:
         doc = doc.get("values", {})
@@ -127,12 +134,15 @@ class DynamicConfig:
         self._started = True
         client = self._store.client
         client.DataWatch(
-            P.PULSAR_DYNAMIC_CONFIG, lambda data, stat, *_: self._changed(P.PULSAR_DYNAMIC_CONFIG, data)
+            P.PULSAR_DYNAMIC_CONFIG, lambda data, stat, *_: self._changed(P.PULSAR_DYNAMIC_CONFIG, data, stat)
         )
-        client.DataWatch(P.LOADMGR_CONFIG, lambda data, stat, *_: self._changed(P.LOADMGR_CONFIG, data))
+        client.DataWatch(P.LOADMGR_CONFIG, lambda data, stat, *_: self._changed(P.LOADMGR_CONFIG, data, stat))
 
-    def _changed(self, path: str, data: bytes | None) -> None:
-        values = decode_values(data, path)
+    def _changed(self, path: str, data: bytes | None, stat: Any) -> None:
+        # Through the store's boundary: a bad node is logged once per version, however many readers
+        # (this watch, the Pulsar settings check) meet it.
+        got = None if stat is None else self._store.parse_node(path, data or b"", stat, lambda doc: doc)
+        values = values_of(None if got is None else got.value, path)
         with self._lock:
             if path == P.PULSAR_DYNAMIC_CONFIG:
                 self.pulsar = values
