@@ -177,6 +177,8 @@ def test_pulsar_mode_creates_only_the_documented_nodes_and_nothing_in_a_read_onl
             r = client.put("/config", json={"loadBalancerBrokerThresholdShedderPercentage": 20}, headers=A)
             assert r.status_code == 200, r.text
             during = _snapshot(zk_client)
+            early = set(during) - set(meta_before)
+            assert early <= documented, f"created {sorted(early - documented)}, not in docs/pulsar-mode.md"
             # Pulsar's nodes appear only now (a broker registers): loadmgr sees them through the
             # watch it left on the absent /loadbalance/brokers, without having created anything.
             broker = KazooClient(hosts=zk_chroot_hosts, timeout=10)
