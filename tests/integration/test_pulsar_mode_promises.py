@@ -176,6 +176,14 @@ def test_pulsar_mode_creates_only_the_documented_nodes_and_nothing_in_a_read_onl
             client = _client(svc)
             r = client.put("/config", json={"loadBalancerBrokerThresholdShedderPercentage": 20}, headers=A)
             assert r.status_code == 200, r.text
+            # Namespaces are Pulsar's in this mode: even the admin token changes none of them here.
+            for method, path, kw in (
+                ("POST", "/namespaces/public/fresh", {"json": {"bundles": 2}}),
+                ("PUT", "/namespaces/public/fresh/policies", {"json": {"namespaceAntiAffinityGroup": "g"}}),
+                ("DELETE", "/namespaces/public/fresh", {}),
+            ):
+                r = client.request(method, path, headers=A, **kw)
+                assert r.status_code == 412 and "pulsar-admin" in r.text, (method, path, r.text)
             during = _snapshot(zk_client)
             early = set(during) - set(meta_before)
             assert early <= documented, f"created {sorted(early - documented)}, not in docs/pulsar-mode.md"
