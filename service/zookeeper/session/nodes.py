@@ -104,6 +104,8 @@ class JsonZk:
             settings.zk_chroot if chroot is None else chroot,
             settings.zk_session_timeout_s if session_timeout_s is None else session_timeout_s,
             security=ZkSecurity.from_settings(settings),
+            # Pulsar mode creates nothing of Pulsar's: its brokers own those paths.
+            base_paths=(P.LOADMGR,) if settings.pulsar_mode else P.BASE_PATHS,
         )
 
     # ---- connection -----------------------------------------------------------------------
