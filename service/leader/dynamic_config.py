@@ -248,7 +248,7 @@ class ConfigUpdates:
         NotLeader (the REST layer forwards the call to the leader)."""
         checked = self._config.with_updates(dict(updates), dynamic_only=True)  # refused anywhere
         make_strategies(checked)
-        # Persisted as the validated values' JSON (a list stays a list, "20" becomes 20.0), so every
+        # Persisted as the validated values' JSON (a list stays a list, "20" becomes the number), so every
         # instance reads back exactly what was applied here.
         dumped = checked.model_dump(mode="json")
         updates = {key: dumped[key] for key in updates}
