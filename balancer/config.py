@@ -8,6 +8,7 @@ Keys marked dynamic may be changed at run time (``PUT /config``), as in Pulsar.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -335,14 +336,31 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def parse_properties(text: str) -> dict[str, str]:
+def parse_properties(text: str, source: str = "properties") -> dict[str, str]:
     """A Java ``.properties`` text (Pulsar's ``broker.conf``) as Java reads it: ``key=value``,
     ``key: value`` and ``key value``, ``\\`` line continuations, escapes (``\\t``, ``\\uXXXX``), ``#`` and
     ``!`` comments; a repeated key keeps its last value (the ``javaproperties`` library). Values are
-    trimmed, as Pulsar's configuration loader trims them."""
+    trimmed, as Pulsar's configuration loader trims them. A malformed ``\\u`` escape is a ConfigError
+    naming the key, the escape and where it is (``source``, line), as Java refuses the file."""
     import javaproperties
 
-    return {str(k): str(v).strip() for k, v in javaproperties.loads(text).items()}
+    out: dict[str, str] = {}
+    line = 1  # where the next element starts
+    elements = javaproperties.parse(text)
+    while True:
+        try:
+            element = next(elements)
+        except StopIteration:
+            return out
+        except ValueError as e:  # javaproperties' InvalidUEscapeError
+            rest = text.splitlines()[line - 1 :] or [""]
+            at = next((i for i, raw in enumerate(rest) if raw.strip() and raw.lstrip()[0] not in "#!"), 0)
+            key = re.split(r"(?<!\\)[=:\s]", rest[at].strip(), maxsplit=1)[0]
+            escape = getattr(e, "escape", str(e))
+            raise ConfigError(key, escape, f"invalid \\u escape in {source}, line {line + at}") from None
+        line += element.source.count("\n")
+        if isinstance(element, javaproperties.KeyValue):
+            out[str(element.key)] = str(element.value).strip()
 
 
 def _config_error(e: ValidationError, values: Mapping[str, Any]) -> ConfigError:

@@ -185,7 +185,8 @@ class Settings(BaseSettings):
             from balancer.config import parse_properties
 
             known = set(LoadBalancerConfig.model_fields)
-            base = {k: v for k, v in parse_properties(self.broker_conf.read_text()).items() if k in known}
+            found = parse_properties(self.broker_conf.read_text(), str(self.broker_conf))
+            base = {k: v for k, v in found.items() if k in known}
         base.update(env_overrides(environ))
         base.update(extra or {})
         return LoadBalancerConfig.from_dict(base)

@@ -9,6 +9,8 @@
   run without a token; it costs nothing otherwise. Clients that are not browsers send no Origin.
 * Size: a body over ``max_request_bytes`` gets 413 before any route parses it; chunked bodies are
   counted as they arrive (the limit bounds what is buffered, too).
+* Depth: a JSON body nested deeper than :data:`service.json_bounds.MAX_DEPTH` gets 422 before any
+  route parses it (the same bound as every JSON loadmgr reads from ZooKeeper or a broker).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 
+from service.json_bounds import JsonRefused, check_depth
 from service.settings import Settings
 
 Scope = MutableMapping[str, Any]
@@ -93,6 +96,12 @@ class RequestGuard:
             body.append(message)
             if not message.get("more_body", False):
                 break
+        if "json" in headers.get("content-type", "") or not headers.get("content-type"):
+            try:  # the JSON boundary's depth bound, before any route's parser recurses into it
+                check_depth(b"".join(m.get("body", b"") for m in body))
+            except JsonRefused as e:
+                await _reject(send, 422, "ValidationError", f"body: {e.reason}")
+                return
         await self.app(scope, _replay(body, receive), send)
 
     def _check(self, method: str, headers: dict[str, str], scheme: str) -> tuple[int, str, str] | None:

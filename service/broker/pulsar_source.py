@@ -19,6 +19,7 @@ import httpx
 
 from balancer.models import LocalBrokerData, NamespaceBundleStats, SystemResourceUsage
 from service.errors import ExecutorError
+from service.json_bounds import MAX_HTTP_BYTES, JsonRefused, loads
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,8 @@ class PulsarBrokerSource:
             resp = self._client.get(LOAD_REPORT_PATH)
             if resp.status_code != 200:
                 return None
-            doc = resp.json()
-        except (httpx.HTTPError, ValueError):
+            doc = loads(resp.content, max_bytes=MAX_HTTP_BYTES)
+        except (httpx.HTTPError, JsonRefused):
             return None
         if not isinstance(doc, dict) or (
             "lastStats" not in doc and doc.get("loadReportType") != "LocalBrokerData"
@@ -117,8 +118,8 @@ class PulsarBrokerSource:
         try:
             resp = self._client.get(TOPICS_STATS_PATH)
             resp.raise_for_status()
-            doc = resp.json()
-        except (httpx.HTTPError, ValueError) as e:
+            doc = loads(resp.content, max_bytes=MAX_HTTP_BYTES)
+        except (httpx.HTTPError, JsonRefused) as e:
             raise ExecutorError(f"GET {TOPICS_STATS_PATH}: {e}") from None
         if not isinstance(doc, dict):
             raise ExecutorError(f"GET {TOPICS_STATS_PATH}: expected a JSON object")

@@ -23,6 +23,7 @@ import httpx
 from balancer.errors import ConfigError
 from service.commands import argtypes, endpoints
 from service.commands.output import add_output_args, emit, table
+from service.json_bounds import MAX_HTTP_BYTES, JsonRefused, loads
 from service.settings import is_http_url, secret
 
 DEFAULT_URL = endpoints.DEFAULT_URL
@@ -197,9 +198,9 @@ def call(args: argparse.Namespace, method: str, path: str, with_headers: bool = 
             hint = " (no running demo found: start one with `make run`, or give --url or LOADMGR_URL)"
         raise ApiError(0, f"cannot reach {url}: {e}{hint}") from e
     try:
-        body = r.json()
-    except ValueError:
-        body = r.text
+        body = loads(r.content, max_bytes=MAX_HTTP_BYTES)
+    except JsonRefused:
+        body = r.text[:2000]
     if r.status_code >= 400:
         raise ApiError(r.status_code, body)
     return (body, r.headers) if with_headers else body

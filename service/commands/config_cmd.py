@@ -18,6 +18,7 @@ import httpx
 
 from balancer.config import LoadBalancerConfig, describe
 from service.commands import argtypes
+from service.json_bounds import loads
 from service.settings import Settings
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -65,12 +66,12 @@ def leader_config(url: str) -> tuple[LoadBalancerConfig, str] | None:
     """The leader's configuration and a line naming it, or None when no leader answers."""
     try:
         with httpx.Client(base_url=url.rstrip("/"), timeout=LEADER_TIMEOUT_S) as c:
-            leader = c.get("/leader").json()
+            leader = loads(c.get("/leader").content)
             who = leader.get("leader") or {}
             base = url if leader.get("isLeader") else who.get("serviceUrl")
             if not base:
                 return None
-            body = c.get(base.rstrip("/") + "/config").json()
+            body = loads(c.get(base.rstrip("/") + "/config").content)
         config = LoadBalancerConfig.from_dict(body["values"])
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
         # Nothing running, or something else answering there: fall back to the local settings.

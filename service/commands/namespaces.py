@@ -108,7 +108,9 @@ def _admin(args: argparse.Namespace) -> Any:
     # loadmgr's identity, ACL and TLS, as `serve` uses them: the nodes it creates are loadmgr's
     store = ZkStore.from_settings(settings)
     store.start(timeout_s=settings.zk_session_timeout_s)
-    return NamespaceAdmin(store), settings
+    from service.leader.reads import PULSAR_OWNS_NAMESPACES
+
+    return NamespaceAdmin(store, PULSAR_OWNS_NAMESPACES if settings.pulsar_mode else None), settings
 
 
 @contextlib.contextmanager

@@ -171,9 +171,11 @@ def _run(args: argparse.Namespace) -> int:
 def check_range(options: ReplayOptions) -> str:
     """Says what the history holds (from its cycle manifest, without Spark) and fails at once when the
     range holds none of it, naming both, instead of a Spark run ending in "0 usable cycles"."""
-    from service.longterm.history_meta import recorded_span, span_text
+    from service.longterm.history_meta import history_missing, recorded_span, span_text
     from service.longterm.input import EmptyHistory
 
+    if history_missing(options.history):
+        raise EmptyHistory(f"no history at {options.history}")
     span = recorded_span(options.history)
     held = f"the history at {options.history} {span_text(span)}"
     if span is not None and (span[1] < options.start_ms or span[0] >= options.end_ms):

@@ -1,13 +1,15 @@
 """Dynamic configuration that survives: persisted in ZooKeeper, applied by every instance from a watch.
 
-Two sources, both nodes of string values as Pulsar keeps them:
+Two sources:
 
 * ``/admin/configuration`` — Pulsar's own dynamic overrides (``pulsar-admin brokers
   update-dynamic-config``). Its load-balancer keys apply to loadmgr too, except, in Pulsar mode, the
   switches that describe the brokers' own load manager (:data:`BROKER_OWN_KEYS`): there they must
-  stay off on the brokers (``service.pulsar.broker_settings``) while loadmgr's own stay on.
+  stay off on the brokers (``service.pulsar.broker_settings``) while loadmgr's own stay on. Its
+  values are strings, as Pulsar keeps them; loadmgr never writes it.
 * ``/loadmgr/config`` — what ``PUT /config`` (and ``loadmgr config set``) changed, written by the
-  leader only, fenced on its epoch, ``{"values": {key: value}, "updatedBy", "time"}``.
+  leader only, fenced on its epoch, ``{"values": {key: value}, "updatedBy", "time"}``, each value
+  the JSON of the validated key (a list a JSON list, a number a number).
 
 The effective configuration is the start-up one (broker.conf, environment) updated by Pulsar's
 dynamic keys, then by loadmgr's. A value that is not acceptable (hostile or stale) is skipped and
@@ -34,6 +36,7 @@ from service.errors import StaleWrite
 from service.leader.clock import now_ms
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import Versioned, ZkStore
+from service.zookeeper.session.validate import BadNode, decode
 
 if TYPE_CHECKING:
     from service.leader.cluster_view import DecisionLog
@@ -50,26 +53,36 @@ BROKER_OWN_KEYS = frozenset(
         "loadManagerClassName",
     }
 )
-MAX_NODE_BYTES = 1 << 20
 
 
-def decode_values(raw: bytes | None, path: str) -> dict[str, str]:
-    """A node's ``{key: value}`` (``/loadmgr/config``'s under ``values``); junk gives {} and a log line."""
+def decode_values(raw: bytes | None, path: str) -> dict[str, Any]:
+    """A node's ``{key: value}`` (``/loadmgr/config``'s under ``values``); junk gives {} and a log line.
+
+    The bytes pass the one JSON boundary (size, depth, finite numbers): a hostile node, nested a few
+    thousand levels deep say, is skipped like any other junk."""
     if not raw:
         return {}
     try:
-        if len(raw) > MAX_NODE_BYTES:
-            raise ValueError(f"{len(raw)} bytes")
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        log.warning("%s is not a JSON object (%s): ignored", path, e)
+        doc = decode(raw)
+    except BadNode as e:
+        log.warning("%s is not a JSON object (%s): ignored", path, e.reason)
+        return {}
+    return values_of(doc, path)
+
+
+def values_of(doc: Any, path: str) -> dict[str, Any]:
+    """The ``{key: value}`` of a node's parsed JSON. ``/loadmgr/config``'s values keep their JSON types
+    (a list stays a list); Pulsar keeps strings in ``/admin/configuration``, where a JSON number or
+    boolean is taken in its JSON spelling."""
+    if doc is None:
         return {}
     if isinstance(doc, dict) and path == P.LOADMGR_CONFIG:
         doc = doc.get("values", {})
     if not isinstance(doc, dict):
         log.warning("%s is not a JSON object: ignored", path)
         return {}
-    # Pulsar keeps strings; a JSON number or boolean is taken in its JSON spelling.
+    if path == P.LOADMGR_CONFIG:
+        return {str(k): v for k, v in doc.items()}
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in doc.items()}
 
 
@@ -107,12 +120,12 @@ def effective(
 class DynamicConfig:
     """Follows both nodes with data watches and calls ``apply(pulsar, ours)`` on every change."""
 
-    def __init__(self, store: ZkStore, apply: Callable[[dict[str, str], dict[str, str]], None]) -> None:
+    def __init__(self, store: ZkStore, apply: Callable[[dict[str, Any], dict[str, Any]], None]) -> None:
         self._store = store
         self._apply = apply
         self._lock = threading.Lock()
-        self.pulsar: dict[str, str] = {}
-        self.ours: dict[str, str] = {}
+        self.pulsar: dict[str, Any] = {}
+        self.ours: dict[str, Any] = {}
         self._started = False
 
     def start(self) -> None:
@@ -121,12 +134,15 @@ class DynamicConfig:
         self._started = True
         client = self._store.client
         client.DataWatch(
-            P.PULSAR_DYNAMIC_CONFIG, lambda data, stat, *_: self._changed(P.PULSAR_DYNAMIC_CONFIG, data)
+            P.PULSAR_DYNAMIC_CONFIG, lambda data, stat, *_: self._changed(P.PULSAR_DYNAMIC_CONFIG, data, stat)
         )
-        client.DataWatch(P.LOADMGR_CONFIG, lambda data, stat, *_: self._changed(P.LOADMGR_CONFIG, data))
+        client.DataWatch(P.LOADMGR_CONFIG, lambda data, stat, *_: self._changed(P.LOADMGR_CONFIG, data, stat))
 
-    def _changed(self, path: str, data: bytes | None) -> None:
-        values = decode_values(data, path)
+    def _changed(self, path: str, data: bytes | None, stat: Any) -> None:
+        # Through the store's boundary: a bad node is logged once per version, however many readers
+        # (this watch, the Pulsar settings check) meet it.
+        got = None if stat is None else self._store.parse_node(path, data or b"", stat, lambda doc: doc)
+        values = values_of(None if got is None else got.value, path)
         with self._lock:
             if path == P.PULSAR_DYNAMIC_CONFIG:
                 self.pulsar = values
@@ -141,27 +157,38 @@ class DynamicConfig:
     def persist(
         self, updates: Mapping[str, Any], fence: Versioned[str] | None, principal: str | None, now_ms: int
     ) -> None:
-        """Merge ``updates`` into ``/loadmgr/config`` (compare-and-set, fenced on the leader epoch)."""
+        """Merge ``updates`` (JSON values, kept as they are) into ``/loadmgr/config``: compare-and-set,
+        fenced on the leader epoch. A node that cannot be read (a hand edit, junk) is replaced: its
+        keys are unknowable, and the admin's write is the only way to repair it through the API."""
         if fence is None:
             raise StaleWrite("not the leader: dynamic configuration is written by the leader only")
         for _ in range(5):
-            got = self._store.get_json(P.LOADMGR_CONFIG)
-            current: dict[str, Any] = {}
-            if got is not None and isinstance(got.value, dict) and isinstance(got.value.get("values"), dict):
-                current = dict(got.value["values"])
-            current.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in updates.items()})
+            current, version = self._current()
+            current.update(updates)
             doc = {"values": current, "updatedBy": principal, "time": now_ms}
             tx = self._store.fenced(fence)
-            if got is None:
+            if version is None:
                 tx.create_json(P.LOADMGR_CONFIG, doc)
             else:
-                tx.set_json(P.LOADMGR_CONFIG, doc, got.version)
+                tx.set_json(P.LOADMGR_CONFIG, doc, version)
             try:
                 tx.commit()
                 return
             except StaleWrite:
                 continue  # the node changed under us, or the epoch moved on (then every retry fails too)
         raise StaleWrite(f"{P.LOADMGR_CONFIG} kept changing; the update was not written")
+
+    def _current(self) -> tuple[dict[str, Any], int | None]:
+        """The persisted values and the node's version (None: no node). An unreadable node gives no
+        values and its version, so the write replaces it."""
+        got = self._store.get_json(P.LOADMGR_CONFIG)
+        if got is not None:
+            values = got.value.get("values") if isinstance(got.value, dict) else None
+            return (dict(values) if isinstance(values, dict) else {}), got.version
+        bad = self._store.malformed_version(P.LOADMGR_CONFIG, lambda doc: doc)
+        if bad is not None:
+            log.warning("%s is unreadable: the update replaces it (its old keys are lost)", P.LOADMGR_CONFIG)
+        return {}, bad
 
 
 PLANNER_KEY = "loadBalancerBalancedShedderPlanner"
@@ -219,8 +246,12 @@ class ConfigUpdates:
         ones, nothing written then), persisted by the leader in ``/loadmgr/config`` and applied by every
         instance from its watch, so the change survives restarts and failover. A follower raises
         NotLeader (the REST layer forwards the call to the leader)."""
-        self._config.with_updates(dict(updates), dynamic_only=True)  # a bad value is refused anywhere
-        make_strategies(self._config.with_updates(dict(updates), dynamic_only=True))
+        checked = self._config.with_updates(dict(updates), dynamic_only=True)  # refused anywhere
+        make_strategies(checked)
+        # Persisted as the validated values' JSON (a list stays a list, "20" becomes the number), so every
+        # instance reads back exactly what was applied here.
+        dumped = checked.model_dump(mode="json")
+        updates = {key: dumped[key] for key in updates}
         self._require_leader()
         with self._lock:
             new = effective(
@@ -237,7 +268,7 @@ class ConfigUpdates:
             self._decisions.add(now_ms(), "manual", why, principal=principal)
         return new
 
-    def _apply_dynamic(self, pulsar: dict[str, str], ours: dict[str, str]) -> None:
+    def _apply_dynamic(self, pulsar: dict[str, Any], ours: dict[str, Any]) -> None:
         """A watch saw ``/admin/configuration`` or ``/loadmgr/config`` change: recompute and apply."""
         self.wake_settings_check()
 

@@ -29,7 +29,6 @@ the last refresh are looked at (its journal), all of them after a full re-read.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from service.zookeeper.metadata.policies import PlacementPolicies, PolicyTrees
 from service.zookeeper.metadata.records import parse_layout
 from service.zookeeper.metadata.store import Assignment, Owner, Versioned, ZkStore
 from service.zookeeper.session.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
+from service.zookeeper.session.validate import BadNode, decode
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +149,8 @@ class ClusterCache:
         namespace = path[len(P.TENANT_POLICIES) + 1 :]
         store = self.config_store or self.store
         try:
-            doc = json.loads(raw) if raw else None
-        except (ValueError, UnicodeDecodeError):
+            doc = decode(raw)  # the one JSON boundary: size and depth bounded
+        except BadNode:
             return None  # not ours to judge: Policies hold far more than a layout
         if not isinstance(doc, dict) or not isinstance(doc.get("bundles"), dict):
             return None

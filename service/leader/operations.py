@@ -67,7 +67,7 @@ class ManualOperations:
 
         def _require_may_act(self) -> None: ...
 
-        def _pulsar_lookup(self, topic: str) -> str | None: ...
+        def _pulsar_lookup(self, topic: str, assign: bool = True) -> str | None: ...
 
     # ---- mutations (leader only) -------------------------------------------------------------------
     def _require_leader(self) -> None:
@@ -217,9 +217,9 @@ class ManualOperations:
         ``assign=False`` (a caller without the admin role) answers owned bundles only: assigning
         writes, so it raises AdminRequired instead.
         """
-        pulsar = self._pulsar_lookup(topic)
+        pulsar = self._pulsar_lookup(topic, assign)
         if pulsar is not None:
-            return pulsar  # Pulsar mode: Pulsar's brokers answer (and assign on lookup), as for any client
+            return pulsar  # Pulsar mode: the owner, or (an admin's lookup) Pulsar's own, which may assign
         ns = topic_namespace(topic)
         got = self.store.read_layout(ns)
         if got is None:

@@ -22,8 +22,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from balancer.errors import PreconditionFailed
-from service.errors import ExecutorError, ServiceError
+from balancer.bundles import NamespaceBundles, topic_namespace
+from balancer.errors import PreconditionFailed, UnknownBundle
+from service.errors import AdminRequired, ExecutorError, ServiceError
 from service.pulsar.admin import PulsarAdmin, PulsarAdminExecutor, PulsarTls
 from service.pulsar.broker_settings import Verdict, check
 from service.zookeeper import paths as P
@@ -74,6 +75,7 @@ class PulsarMode:
     if TYPE_CHECKING:
         settings: Settings
         store: ZkStore
+        config_store: ZkStore | None
         metrics: MetricsSink
 
         _last_cycle_ok: float | None
@@ -105,11 +107,31 @@ class PulsarMode:
     def _start_pulsar(self) -> None:
         if not self.pulsar_mode:
             return
-        self.store.client.ChildrenWatch(
-            P.BROKERS, lambda _children: self._pulsar_wake.set(), send_event=False
-        )
+        self._watch_brokers()
         self._pulsar_thread = threading.Thread(target=self._pulsar_loop, name="pulsar-settings", daemon=True)
         self._pulsar_thread.start()
+
+    def _watch_brokers(self) -> None:
+        """Wake the settings check when a broker joins or leaves. ``/loadbalance/brokers`` is Pulsar's:
+        while it does not exist it is watched for creation (nothing is created), and a children watch
+        follows it whenever it exists (kazoo's ends when the node is deleted)."""
+        client = self.store.client
+        following = threading.Event()
+
+        def on_children(_children: list[str]) -> bool | None:
+            self._pulsar_wake.set()
+            return None
+
+        def on_node(_data: bytes | None, stat: Any, *_: Any) -> bool | None:
+            self._pulsar_wake.set()
+            if stat is None:
+                following.clear()  # gone: its children watch has ended
+            elif not following.is_set():
+                following.set()
+                client.ChildrenWatch(P.BROKERS, on_children, send_event=False)
+            return None
+
+        client.DataWatch(P.BROKERS, on_node)
 
     def _stop_pulsar(self) -> None:
         self._pulsar_stop.set()
@@ -186,13 +208,41 @@ class PulsarMode:
             mode = " (dry-run beside the brokers)" if self.settings.pulsar_beside_brokers else ""
             raise PreconditionFailed("brokers", reason, f"loadmgr does not act on Pulsar's brokers{mode}")
 
-    def _pulsar_lookup(self, topic: str) -> str | None:
+    def _pulsar_lookup(self, topic: str, assign: bool = True) -> str | None:
+        """Pulsar mode: the broker serving ``topic`` (None in ZooKeeper-native mode).
+
+        Pulsar's lookup assigns an unowned bundle, which is a change in Pulsar: only an admin's lookup
+        (``assign``) goes there, with the super-user token. Anyone else is answered from the
+        ownership nodes alone, read in ZooKeeper, and an unowned bundle is AdminRequired, as in
+        ZooKeeper-native mode: a read token never makes Pulsar do anything."""
         if not self.pulsar_mode or self.pulsar_admin is None:
             return None
+        if not assign:
+            return self._pulsar_owner(topic)
         try:
             return self.pulsar_admin.lookup(topic)
         except ExecutorError as e:
             raise ServiceError(f"Pulsar's lookup of {topic} failed: {e}") from None
+
+    def _pulsar_owner(self, topic: str) -> str:
+        ns = topic_namespace(topic)
+        got = self.store.read_layout(ns)
+        layout = got.value if got is not None else self._policies_layout(ns)
+        if layout is None:
+            raise UnknownBundle(f"namespace {ns} has no bundle layout")
+        bundle = layout.find_bundle(topic)
+        owner = self.store.read_owner(bundle)
+        if owner is None:
+            raise AdminRequired(
+                f"{bundle} has no owner; Pulsar's lookup would assign it, which needs the admin role"
+            )
+        return owner.broker
+
+    def _policies_layout(self, ns: str) -> NamespaceBundles | None:
+        """The layout in the namespace's Policies (configuration store), for a namespace no broker
+        has loaded yet (Pulsar's fallback when there are no local policies)."""
+        got = (self.config_store or self.store).read_policies_layout(ns)
+        return None if got is None else got.value
 
     def _pulsar_may_run(self, name: str) -> bool:
         """Pulsar mode: Pulsar's leader broker writes bundle data; shedding and splits wait until

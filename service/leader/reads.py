@@ -14,9 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from balancer.bundles import NamespaceBundles
 from balancer.cycle import CyclePlan, plan_shedding_cycle
+from balancer.errors import PreconditionFailed
 from service.leader.clock import now_ms
 from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
 from service.zookeeper.metadata.namespaces import NamespaceAdmin
+
+# Pulsar mode writes nothing of Pulsar's (docs/pulsar-mode.md): namespaces go through Pulsar's admin.
+PULSAR_OWNS_NAMESPACES = (
+    "in Pulsar mode namespaces are Pulsar's: use pulsar-admin namespaces create, delete, "
+    "set-anti-affinity-group or ns-isolation-policy"
+)
 
 if TYPE_CHECKING:
     import threading
@@ -26,6 +33,7 @@ if TYPE_CHECKING:
     from balancer.shedding.base import LoadSheddingStrategy
     from service.leader.load_view import LoadView
     from service.leader.metrics_sink import MetricsSink
+    from service.settings import Settings
     from service.zookeeper.metadata.store import ZkStore
 
 
@@ -35,6 +43,7 @@ class ClusterReads:
     if TYPE_CHECKING:
         # Provided by LoadManagerService, the only class this mixes into.
         store: ZkStore
+        settings: Settings
         metrics: MetricsSink
         _config: LoadBalancerConfig
         _lock: threading.RLock
@@ -101,11 +110,14 @@ class ClusterReads:
 
     def namespaces(self) -> NamespaceAdmin:
         """Namespace administration on this instance's session: plain compare-and-set writes of
-        Pulsar's admin nodes, so any instance may serve them; the leader reads them on refresh."""
-        return NamespaceAdmin(self.store)
+        Pulsar's admin nodes, so any instance may serve them; the leader reads them on refresh.
+        In Pulsar mode namespaces are Pulsar's: listed, never written (412 naming pulsar-admin)."""
+        return NamespaceAdmin(self.store, PULSAR_OWNS_NAMESPACES if self.settings.pulsar_mode else None)
 
     def create_namespace(self, namespace: str, num_bundles: int | None = None) -> NamespaceBundles:
         """Write a namespace's initial layout (``defaultNumberOfNamespaceBundles``); idempotent."""
+        if self.settings.pulsar_mode:
+            raise PreconditionFailed("mode", "pulsar", PULSAR_OWNS_NAMESPACES)
         return self.store.create_namespace(
             namespace, num_bundles or self._config.defaultNumberOfNamespaceBundles
         )

@@ -41,6 +41,7 @@ from service.leader.readiness import Readiness
 from service.leader.reads import ClusterReads
 from service.leader.schedule import LeaderSchedule
 from service.settings import Settings
+from service.zookeeper import paths as P
 from service.zookeeper.metadata.cluster_kind import mode_conflict
 from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.session.security import ZkSecurity
@@ -80,6 +81,8 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
             settings.zk_chroot,
             settings.zk_session_timeout_s,
             security=ZkSecurity.from_settings(settings),
+            # Pulsar mode writes loadmgr's own nodes only (docs/pulsar-mode.md lists them).
+            base_paths=(P.LOADMGR,) if settings.pulsar_mode else P.BASE_PATHS,
         )
         self.store._on_malformed = self._on_malformed
         self._lock = threading.RLock()
@@ -112,6 +115,7 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
                 "",
                 settings.zk_session_timeout_s,
                 security=ZkSecurity.from_settings(settings),
+                read_only=True,
             )
             if settings.configuration_store
             else None

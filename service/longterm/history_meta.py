@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from balancer.config import LoadBalancerConfig
+from service.json_bounds import loads
 from service.longterm.history import resolve_filesystem
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,23 @@ def read_meta(uri: str) -> tuple[dict[str, Any] | None, str]:
         if fs.get_file_info(path).type != pafs.FileType.File:
             return None, f"no {META_NAME} in the history: Pulsar's default config assumed"
         with fs.open_input_stream(path) as f:
-            doc = json.loads(f.read().decode())
+            doc = loads(f.read())
     except Exception as e:  # garbage or an unreachable store: say so and use the defaults
         return None, f"{META_NAME} unreadable ({e}): Pulsar's default config assumed"
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         return None, f"{META_NAME} has no 'config' object: Pulsar's default config assumed"
     return doc, f"config recorded in {META_NAME} when the history writer started"
+
+
+def history_missing(uri: str) -> bool:
+    """True when nothing at all exists at ``uri`` (a mistyped path): ``replay`` says so in one line
+    instead of a Spark run. False when something is there, or the store cannot be asked."""
+    try:
+        fs, root, _ = resolve_filesystem(uri)
+        return bool(fs.get_file_info(root).type == pafs.FileType.NotFound)
+    except Exception as e:  # an unreachable store: leave it to Spark, which names what it finds
+        log.debug("cannot tell whether %s exists: %s", uri, e)
+        return False
 
 
 def recorded_span(uri: str) -> tuple[int, int, int] | None:

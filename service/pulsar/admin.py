@@ -28,6 +28,7 @@ import httpx
 from balancer.bundles import BundleRange, split_bundle_name
 from balancer.errors import ConfigError
 from service.errors import ExecutorError
+from service.json_bounds import MAX_HTTP_BYTES, JsonRefused, loads
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +145,8 @@ class PulsarAdmin:
     def get_json(self, path: str, base: str | None = None, params: dict[str, str] | None = None) -> Any:
         resp = self.request("GET", path, base=base, params=params)
         try:
-            return resp.json()
-        except ValueError:
+            return loads(resp.content, max_bytes=MAX_HTTP_BYTES)
+        except JsonRefused:
             raise ExecutorError(f"GET {path}: the answer is not JSON: {resp.text[:200]!r}") from None
 
     # ---- reads ------------------------------------------------------------------------------------
@@ -221,8 +222,8 @@ class PulsarAdmin:
 def _reason(resp: httpx.Response) -> str:
     """Pulsar's error body is ``{"reason": "..."}``; anything else is shown cut short."""
     try:
-        doc = resp.json()
-    except ValueError:
+        doc = loads(resp.content)
+    except JsonRefused:
         return resp.text[:300]
     if isinstance(doc, dict) and isinstance(doc.get("reason"), str):
         return str(doc["reason"])[:300]

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "service"
-FOUNDATION = {"errors", "settings"}
+FOUNDATION = {"errors", "settings", "json_bounds"}
 ALLOWED: dict[str, set[str]] = {
     "commands": {"demo", "api", "leader", "broker", "longterm", "pulsar", "zookeeper"},
     "demo": {"api", "leader", "broker", "longterm", "zookeeper"},

@@ -98,7 +98,17 @@ def test_config_nodes_full_of_garbage_decode_to_nothing() -> None:
     assert decode_values(b"[1, 2]", P.PULSAR_DYNAMIC_CONFIG) == {}
     assert decode_values(b'{"values": 3}', P.LOADMGR_CONFIG) == {}
     assert decode_values(b" " * (2 << 20), P.LOADMGR_CONFIG) == {}
-    assert decode_values(b'{"values": {"a": 1, "b": "x"}}', P.LOADMGR_CONFIG) == {"a": "1", "b": "x"}
+    # loadmgr's own values keep their JSON types; Pulsar's node of strings takes a number as its spelling
+    assert decode_values(b'{"values": {"a": 1, "b": "x", "c": ["p", "q"]}}', P.LOADMGR_CONFIG) == {
+        "a": 1,
+        "b": "x",
+        "c": ["p", "q"],
+    }
+    assert decode_values(b'{"a": 1, "b": "x"}', P.PULSAR_DYNAMIC_CONFIG) == {"a": "1", "b": "x"}
+    # nested thousands of levels deep: skipped like junk, never a RecursionError
+    deep = b'{"values": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    assert decode_values(deep, P.LOADMGR_CONFIG) == {}
+    assert decode_values(b"[" * 5000 + b"]" * 5000, P.PULSAR_DYNAMIC_CONFIG) == {}
 
 
 def test_admin_urls_take_pulsar_admins_multi_host_form() -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from balancer.bundles import NamespaceBundles
-from balancer.errors import AlreadyExists, InvalidInput, UnknownNamespace
+from balancer.errors import AlreadyExists, InvalidInput, PreconditionFailed, UnknownNamespace
 from balancer.placement.context import IsolationPolicy
 from service.errors import StaleWrite
 from service.zookeeper import paths as P
@@ -57,12 +57,20 @@ def check_namespace(namespace: str) -> tuple[str, str]:
 class NamespaceAdmin:
     """Create, list, delete namespaces and set their policies on a started :class:`ZkStore`."""
 
-    def __init__(self, store: ZkStore) -> None:
+    def __init__(self, store: ZkStore, refuse_writes: str | None = None) -> None:
+        """``refuse_writes``: why this instance must not change namespaces (Pulsar mode: they are
+        Pulsar's); every write then raises PreconditionFailed with it, before anything is written."""
         self.store = store
+        self.refuse_writes = refuse_writes
+
+    def _writable(self) -> None:
+        if self.refuse_writes is not None:
+            raise PreconditionFailed("mode", "pulsar", self.refuse_writes)
 
     def create(
         self, namespace: str, bundles: int, cluster: str | None = None, anti_affinity_group: str | None = None
     ) -> NamespaceBundles:
+        self._writable()
         tenant, _ = check_namespace(namespace)
         if not 1 <= bundles <= 1024:
             raise InvalidInput("bundles", bundles, "must be between 1 and 1024")
@@ -99,6 +107,7 @@ class NamespaceAdmin:
     def delete(self, namespace: str) -> None:
         """Remove the namespace's policies, layout, bundle data and leftover assignments; brokers
         release its bundles when the layout is gone."""
+        self._writable()
         check_namespace(namespace)
         if self.store.get_json(P.policies_path(namespace)) is None:
             raise UnknownNamespace(namespace)
@@ -109,6 +118,7 @@ class NamespaceAdmin:
 
     def set_anti_affinity_group(self, namespace: str, group: str | None) -> None:
         """``namespaces set-anti-affinity-group`` (``None``: delete-anti-affinity-group)."""
+        self._writable()
         check_namespace(namespace)
         got = self.store.get_json(P.policies_path(namespace))
         if got is None or not isinstance(got.value, dict):
@@ -122,6 +132,7 @@ class NamespaceAdmin:
 
     def set_isolation_policy(self, cluster: str, name: str, policy: dict[str, Any]) -> IsolationPolicy:
         """``ns-isolation-policy set``: one entry of the cluster's policies node, validated first."""
+        self._writable()
         check_cluster(cluster)
         if not _NAME.match(name):
             raise InvalidInput("policy", name, "a policy name of letters, digits, -_=:.")
@@ -149,6 +160,7 @@ class NamespaceAdmin:
         return self.set_isolation_policy(cluster, name, doc)
 
     def delete_isolation_policy(self, cluster: str, name: str) -> bool:
+        self._writable()
         path = P.isolation_policies_path(cluster)
         got = self.store.get_json(path)
         if got is None or not isinstance(got.value, dict) or name not in got.value:

@@ -229,6 +229,13 @@ class ZkStore(JsonZk):
         got = self._get(path)
         return None if got is None else self.decode_layout(path, *got)
 
+    def read_policies_layout(self, namespace: str) -> Versioned[NamespaceBundles] | None:
+        """The layout in a namespace's Policies (``/admin/policies/<tenant>/<ns>``), which Pulsar falls
+        back to for a namespace no broker has loaded yet; None when absent or without bundles."""
+        path = P.join(P.TENANT_POLICIES, namespace)
+        got = self._get(path)
+        return None if got is None else self.parse_node(path, *got, lambda doc: parse_layout(namespace, doc))
+
     def read_layouts(self) -> dict[str, Versioned[NamespaceBundles]]:
         """Every namespace's layout, pipelined; a node without a valid ``bundles`` member is skipped
         as malformed (logged and counted), never silently."""

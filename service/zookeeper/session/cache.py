@@ -7,6 +7,9 @@ on kazoo's thread. :meth:`WatchedTree.sync`, called by whoever uses the tree, re
 dirty paths again (pipelined, re-arming their watches), so a refresh of an unchanged cluster reads
 nothing at all.
 
+A root that does not exist yet is not created: the tree is empty with an exists watch on the root,
+and its creation brings a full read.
+
 Resync (a full re-read) happens on first use, when asked (:meth:`WatchCache.request_resync`: a new
 leader term), and after any connection gap: a SUSPENDED or LOST connection, or kazoo resetting its
 watchers, may have dropped events, so a partial picture is never trusted.
@@ -140,6 +143,13 @@ class WatchedTree(Generic[V]):
         rel = self._rel(event.path)
         if rel is None:
             return
+        if rel == "" and event.type in (EventType.CREATED, EventType.DELETED):
+            # The root came into being (its exists watch) or went: read it all again, which also
+            # leaves the right watch (children once it exists, exists while it does not).
+            self.needs_resync = True
+            return
+        if rel == "" and event.type == EventType.CHANGED:
+            return  # the root's own data (its exists watch): not a leaf of the tree
         with self._lock:
             self.events += 1
             if event.type == EventType.CHILD:
@@ -195,8 +205,14 @@ class WatchedTree(Generic[V]):
         self._journal, self._journal_base = [], 0
         st = SyncStats(full=True)
         try:
+            # The root is never created: a reader must not write (Pulsar mode touches nothing of
+            # Pulsar's, and its configuration store is read-only). An absent root is an empty tree
+            # whose exists watch says when it appears.
             with translated():
-                self.zk.client.ensure_path(self.root)
+                present = self.zk.client.exists(self.root, watch=self._on_event)
+            if present is None:
+                st.changed = set()
+                return st
             leaves: set[str] = set()
             self._list([""], st, leaves)
             self._read_leaves(leaves, st)

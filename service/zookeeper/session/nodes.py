@@ -50,7 +50,10 @@ class JsonZk:
     """Kazoo session plus JSON nodes. ``start()`` connects and creates the base paths; ``stop()`` closes.
 
     ``on_malformed(path, reason)`` is called once per version of every node skipped because it did
-    not parse (re-reading the same bad version is silent).
+    not parse (re-reading the same bad version is silent). ``base_paths`` are the nodes ``start()``
+    creates (Pulsar's layout by default: ZooKeeper-native mode plays the brokers and their leader;
+    Pulsar mode passes loadmgr's own root only). A ``read_only`` session creates nothing at all and
+    proves it may read instead of write: Pulsar's configuration store is never written.
     """
 
     def __init__(
@@ -60,6 +63,9 @@ class JsonZk:
         session_timeout_s: float = 10.0,
         on_malformed: Callable[[str, str], None] | None = None,
         security: ZkSecurity | None = None,
+        *,
+        base_paths: Sequence[str] = P.BASE_PATHS,
+        read_only: bool = False,
     ) -> None:
         chroot = chroot.rstrip("/")
         if chroot and not chroot.startswith("/"):
@@ -74,6 +80,8 @@ class JsonZk:
         # epoch moved on: the owner (the leader service) must stop leading at once.
         self.on_fenced_out: Callable[[str], None] | None = None
         self._lock = threading.Lock()
+        self.read_only = read_only
+        self.base_paths: tuple[str, ...] = () if read_only else tuple(base_paths)
 
     @classmethod
     def from_settings(
@@ -90,6 +98,8 @@ class JsonZk:
             settings.zk_chroot if chroot is None else chroot,
             settings.zk_session_timeout_s if session_timeout_s is None else session_timeout_s,
             security=ZkSecurity.from_settings(settings),
+            # Pulsar mode creates nothing of Pulsar's: its brokers own those paths.
+            base_paths=(P.LOADMGR,) if settings.pulsar_mode else P.BASE_PATHS,
         )
 
     # ---- connection -----------------------------------------------------------------------
@@ -129,8 +139,9 @@ class JsonZk:
             self.stop()
             if refused_login:
                 raise self._login_refused() from None
+            what = "reads" if self.read_only else "writes"
             raise ZkAccessDenied(
-                f"ZooKeeper at {self.hosts} refused writes by {self.security.describe()}: wrong "
+                f"ZooKeeper at {self.hosts} refused {what} by {self.security.describe()}: wrong "
                 "zk_auth credentials, or the existing nodes' ACL does not grant this identity"
             ) from None
         except BaseException:
@@ -146,13 +157,18 @@ class JsonZk:
             )
 
     def _first_requests(self, deadline: float) -> None:
-        """The base paths and the write probe, retried while the connection is down until ``deadline``."""
+        """The base paths and the write probe (a read-only session: a read), retried while the
+        connection is down until ``deadline``."""
         while True:
             try:
                 with translated():
-                    for path in P.BASE_PATHS:
+                    for path in self.base_paths:
                         self.client.ensure_path(path)
-                    self._probe_write()
+                    if self.read_only:
+                        with contextlib.suppress(NoNodeError):  # an absent chroot reads as empty
+                            self.client.get_children("/")
+                    else:
+                        self._probe_write()
                 return
             except ZkAccessDenied:
                 raise
@@ -228,6 +244,8 @@ class JsonZk:
 
     # ---- generic ----------------------------------------------------------------------------
     def ensure_parent(self, path: str) -> None:
+        if self.read_only:
+            raise ZkAccessDenied(f"{self.hosts} is read-only here: {path} is not written")
         with translated():
             self.client.ensure_path(P.parent(path))
 

@@ -1,8 +1,9 @@
 """The one validation boundary for bytes read from ZooKeeper.
 
 Anyone who can write to ZooKeeper can write anything, so a node's bytes are checked before any JSON
-parser sees them: a size limit and a nesting-depth limit (Python's parser recurses per level, so a
-few kilobytes of ``[`` would otherwise raise RecursionError far from here). Parsing then refuses
+parser sees them: a size limit and a nesting-depth limit (:mod:`service.json_bounds`, shared with
+every JSON read over HTTP: Python's parser recurses per level, so a few kilobytes of ``[`` would
+otherwise raise RecursionError far from here). Parsing then refuses
 what Java's Jackson would never produce for Pulsar's records: NaN and Infinity, numbers that
 overflow a double, and integers outside a Java ``long``. Whatever passes is plain finite JSON.
 
@@ -15,30 +16,23 @@ bad nodes an attacker creates.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from service.json_bounds import MAX_BYTES, MAX_DEPTH, JsonRefused, loads
+from service.json_bounds import check_depth as _check_depth
 from service.zookeeper import paths as P
 
 log = logging.getLogger("service.zookeeper.session.nodes")
 
-# ZooKeeper's own default jute.maxbuffer: a node larger than this cannot come from a default server.
-MAX_NODE_BYTES = 1024 * 1024
-# Pulsar's records nest four levels at most (lastStats -> bundle -> field); 32 leaves room for
-# advertisedListeners and foreign members while staying far below Python's recursion limit.
-MAX_DEPTH = 32
+MAX_NODE_BYTES = MAX_BYTES
 JAVA_LONG_MAX = 2**63 - 1
 JAVA_LONG_MIN = -(2**63)
-# A JSON string literal, escapes included: removed before counting brackets, which it may contain.
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_OPENERS = frozenset(b"[{")
 
 # Path kinds: the only label values the malformed-node metric ever carries.
 PATH_KINDS = (
@@ -69,12 +63,8 @@ _KIND_ROOTS = (
 )
 
 
-class BadNode(ValueError):
+class BadNode(JsonRefused):
     """A node's content is not acceptable; ``reason`` says why in one line."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def path_kind(path: str) -> str:
@@ -87,16 +77,10 @@ def path_kind(path: str) -> str:
 
 def check_depth(raw: bytes, limit: int = MAX_DEPTH) -> None:
     """Raise BadNode if arrays/objects in ``raw`` nest deeper than ``limit``; never parses."""
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return  # cannot nest deeper than the number of openers: the common case costs two scans
-    depth = 0
-    for ch in _STRING.sub(b"", raw):
-        if ch in _OPENERS:
-            depth += 1
-            if depth > limit:
-                raise BadNode(f"JSON nested deeper than {limit} levels")
-        elif ch == 0x5D or ch == 0x7D:  # ] }
-            depth -= 1
+    try:
+        _check_depth(raw, limit)
+    except JsonRefused as e:
+        raise BadNode(e.reason) from None
 
 
 def _constant(name: str) -> Any:
@@ -121,21 +105,19 @@ def _long(text: str) -> int:
 
 def decode(raw: bytes | None, max_bytes: int = MAX_NODE_BYTES) -> Any:
     """The JSON value of a node's bytes (None for an empty node), or BadNode saying why not."""
-    if not raw:
-        return None
-    if len(raw) > max_bytes:
-        raise BadNode(f"{len(raw)} bytes, more than the {max_bytes}-byte limit")
-    check_depth(raw)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise BadNode(f"not UTF-8 at byte {e.start}") from None
-    try:
-        return json.loads(text, parse_constant=_constant, parse_float=_finite_float, parse_int=_long)
-    except json.JSONDecodeError as e:
-        raise BadNode(f"not JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-    except RecursionError:  # the depth check makes this unreachable; kept as the last line of defence
-        raise BadNode("JSON nested too deeply") from None
+        return loads(
+            raw,
+            max_bytes=max_bytes,
+            max_depth=MAX_DEPTH,
+            parse_constant=_constant,
+            parse_float=_finite_float,
+            parse_int=_long,
+        )
+    except BadNode:
+        raise
+    except JsonRefused as e:
+        raise BadNode(e.reason) from None
 
 
 def finite_number(value: Any, field: str, lo: float | None = None, hi: float | None = None) -> float:
