@@ -169,7 +169,7 @@ class Demo:
             from service.longterm.history_meta import write_meta
 
             history = HistorySink(self.opts.history)
-            write_meta(self.opts.history, config)
+            write_meta(self.opts.history, config, "demo")
             self._say(f"recording load history to {self.opts.history}")
         self.service = LoadManagerService(
             settings, config, metrics=self.metrics, history=history, seed=self.opts.seed
@@ -215,7 +215,7 @@ class Demo:
         from service.demo.state import DemoState, write_state
 
         history = os.path.abspath(self.opts.history) if self.opts.history else None
-        written = write_state(DemoState(os.getpid(), self.url, self._zk.hosts, history))
+        written = write_state(DemoState(os.getpid(), self.url, self._zk.hosts, history, os.getcwd()))
         self._state_written = written is not None
         where = f"recorded in {written}" if written else "not recorded (state file not writable)"
         self._say(f"addresses {where}: every loadmgr verb finds this demo without --url/--zk")
