@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from balancer.errors import ConfigError
-from service.commands import argtypes, endpoints
+from balancer.errors import ConfigError, InvalidInput
+from service.commands import argtypes, bundle_args, endpoints
 from service.commands.output import add_output_args, emit, table
 from service.settings import is_http_url, secret
 
@@ -219,18 +219,7 @@ def run_api(args: argparse.Namespace, fn: Any) -> int:
 _run = run_api
 
 
-def bundle_of(args: argparse.Namespace) -> str:
-    """``tenant/ns/0x.._0x..`` from either form; a malformed one is the caller's error, named."""
-    from balancer.bundles import split_bundle_name
-
-    name = str(args.bundle).strip()
-    if args.bundle_range:
-        rng = str(args.bundle_range).strip()
-        name = f"{name.rstrip('/')}/{rng}"
-        split_bundle_name(name)  # InvalidInput names the field and value
-        return name
-    split_bundle_name(name)
-    return name
+bundle_of = bundle_args.bundle_of  # the name other modules use
 
 
 def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
@@ -418,13 +407,38 @@ def split_text(d: dict[str, Any]) -> str:
     return f"split {d.get('bundle', '')}{owner}{into}{alg}{after}"
 
 
+def live_brokers(a: argparse.Namespace) -> list[str]:
+    """The live brokers' ids, to name in an error (empty when they cannot be read)."""
+    try:
+        return sorted(str(b.get("broker")) for b in call(a, "GET", "/brokers"))
+    except (ApiError, AttributeError, TypeError):
+        return []
+
+
+def _not_a_broker(a: argparse.Namespace, destination: str, why: str) -> InvalidInput:
+    live = live_brokers(a)
+    named = f"; live brokers: {', '.join(live)}" if live else ""
+    return InvalidInput("--destination", destination, f"{why}{named}")
+
+
 def do_unload(a: argparse.Namespace, bundle: str, destination: str | None) -> int:
+    if destination is not None:
+        destination = destination.strip()
+        host, sep, port = destination.rpartition(":")
+        if "://" in destination or "/" in destination or not sep or not host or not port.isdigit():
+            raise _not_a_broker(a, destination, "a broker is named host:port, as `loadmgr brokers` lists it")
     body = {"destinationBroker": destination} if destination else None
-    r = call(a, "POST", f"/bundles/{bundle}/unload", json=body)
+    try:
+        r = call(a, "POST", f"/bundles/{bundle}/unload", json=body)
+    except ApiError as e:
+        if destination and isinstance(e.body, dict) and e.body.get("error") == "UnknownBroker":
+            raise _not_a_broker(a, destination, "not among the live brokers") from None
+        raise
     return emit(a, r, lambda: decision_text(r.get("decision") or {}))
 
 
 def do_split(a: argparse.Namespace, bundle: str) -> int:
+    bundle_args.check_split_args(a)
     body: dict[str, Any] = {}
     if a.algorithm:
         body["algorithm"] = a.algorithm

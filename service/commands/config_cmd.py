@@ -127,7 +127,7 @@ def _set(args: argparse.Namespace) -> int:
         body = _call(args, "PUT", "/config", json=updates)
     except ApiError as e:
         print(f"loadmgr: {e}", file=sys.stderr)
-        return 1 if 400 <= (e.status or 0) < 500 else 2
+        return e.exit_code  # 2 for any HTTP 4xx (the caller's), 1 when nothing answers or the server fails
     if args.json:
         print(json.dumps(body, indent=2))
         return 0

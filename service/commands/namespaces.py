@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from service.commands import client, endpoints
+from service.commands import argtypes, client, endpoints, zk_probe
 from service.commands.output import emit, table
 from service.settings import Settings
 
@@ -32,11 +32,12 @@ def register(sub: Any) -> None:
         "namespaces",
         help="Create, list, delete namespaces and set their policies; unload and split-bundle (pulsar-admin)",
     )
-    p.add_argument("--zk", help="ZooKeeper connection string (LOADMGR_ZK_HOSTS; default: the running demo's)")
-    p.add_argument("--chroot", help="ZooKeeper chroot (LOADMGR_ZK_CHROOT)")
+    _zk_args(p, None)
     nsub = p.add_subparsers(dest="namespaces_command", metavar="ACTION")
     nsub.required = True
     rest = client.common_parser()  # --url, --token, -o ...
+    # --zk and --chroot are taken after the action too (`namespaces list --zk X`), as every other flag
+    _zk_args(rest, argparse.SUPPRESS)
     c = nsub.add_parser("create", parents=[rest], help="Create a namespace (pulsar-admin namespaces create)")
     c.add_argument("namespace", help="tenant/namespace")
     c.add_argument("--bundles", type=int, default=4, help="Initial bundle count (default 4)")
@@ -87,6 +88,18 @@ def register(sub: Any) -> None:
     s.set_defaults(func=_split_bundle)
 
 
+def _zk_args(p: argparse.ArgumentParser, default: Any) -> None:
+    p.add_argument(
+        "--zk",
+        type=argtypes.zk_hosts,
+        default=default,
+        help="ZooKeeper connection string (LOADMGR_ZK_HOSTS; default: the running demo's)",
+    )
+    p.add_argument(
+        "--chroot", type=argtypes.chroot, default=default, help="ZooKeeper chroot (LOADMGR_ZK_CHROOT)"
+    )
+
+
 def use_rest(args: argparse.Namespace) -> bool:
     """REST when a URL is named or a demo runs, unless ZooKeeper is named explicitly."""
     if args.url or os.environ.get("LOADMGR_URL"):
@@ -97,6 +110,8 @@ def use_rest(args: argparse.Namespace) -> bool:
 
 
 def _admin(args: argparse.Namespace) -> Any:
+    from service.demo.state import state_path
+    from service.errors import StoreUnavailable
     from service.zookeeper.metadata.namespaces import NamespaceAdmin
     from service.zookeeper.metadata.store import ZkStore
 
@@ -105,6 +120,14 @@ def _admin(args: argparse.Namespace) -> Any:
         k: v for k, v in (("zk_hosts", zk), ("zk_chroot", args.chroot)) if v is not None
     }
     settings = Settings(**overrides)
+    if not zk_probe.answers(settings.zk_hosts):
+        if args.zk or os.environ.get("LOADMGR_ZK_HOSTS"):
+            raise StoreUnavailable(f"no ZooKeeper answers at {settings.zk_hosts}: is it running?")
+        raise StoreUnavailable(
+            f"nothing to ask: no loadmgr demo or Pulsar-mode serve is running (none recorded in "
+            f"{state_path()}) and no ZooKeeper answers at {settings.zk_hosts}: start one (`loadmgr demo`), "
+            "or name it with --url or --zk"
+        )
     # loadmgr's identity, ACL and TLS, as `serve` uses them: the nodes it creates are loadmgr's
     store = ZkStore.from_settings(settings)
     store.start(timeout_s=settings.zk_session_timeout_s)
