@@ -22,7 +22,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from service.commands import argtypes, client, endpoints, zk_probe
+from service.commands import argtypes, bundle_verbs, client, endpoints, zk_probe
+from service.commands.bundle_args import bundle_of
 from service.commands.output import emit, table
 from service.settings import Settings
 
@@ -302,8 +303,8 @@ def _policies(args: argparse.Namespace) -> int:
 
 
 def _unload(args: argparse.Namespace) -> int:
-    return client.run_api(args, lambda a: client.do_unload(a, client.bundle_of(a), a.destination))
+    return client.run_api(args, lambda a: bundle_verbs.do_unload(a, bundle_of(a), a.destination))
 
 
 def _split_bundle(args: argparse.Namespace) -> int:
-    return client.run_api(args, lambda a: client.do_split(a, client.bundle_of(a)))
+    return client.run_api(args, lambda a: bundle_verbs.do_split(a, bundle_of(a)))

@@ -58,6 +58,8 @@ def emit(args: argparse.Namespace, body: Any, render: Callable[[], Any]) -> int:
 def cell(v: Any) -> str:
     if v is None:
         return "-"
+    if isinstance(v, bool):  # as JSON and pulsar-admin write it, never Python's True/False
+        return "true" if v else "false"
     if isinstance(v, float):
         if abs(v) >= 100:
             return f"{v:,.0f}"
