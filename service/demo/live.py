@@ -68,8 +68,9 @@ class LiveView:
         """The addresses on a line of their own: a table's title wraps at the table's width, which is
         narrower than these on an 80-column terminal."""
         zk = getattr(self.demo, "zk_hosts", "")
-        where = f"{self.demo.url}" + (f"  ZooKeeper {zk}" if zk else "")
-        return Text(f"loadmgr demo  {where}  Ctrl-C stops", style="bold", overflow="fold")
+        where = f"REST {self.demo.url}" + (f"  ZooKeeper {zk}" if zk else "")
+        title = Text(f"loadmgr demo  {where}", style="bold", overflow="fold")
+        return title.append("  Ctrl-C to stop" if len(title) <= 60 else "\nCtrl-C to stop", style="dim")
 
     def _brokers(self) -> Table:
         demo = self.demo
