@@ -112,7 +112,36 @@ def do_unload(a: argparse.Namespace, bundle: str, destination: str | None) -> in
         if destination and isinstance(e.body, dict) and e.body.get("error") == "UnknownBroker":
             raise _not_a_broker(a, destination, "not among the live brokers") from None
         raise
-    return emit(a, r, lambda: decision_text(r.get("decision") or {}))
+    decision = r.get("decision") or {}
+    if (getattr(a, "output", "table") or "table") == "table" and not decision.get("destination"):
+        # The leader placed it (or will): say where it landed, as observed, once the owner changed.
+        landed = landed_on(a, bundle, decision.get("source"))
+        if landed is not None:
+            return emit(
+                a, r, lambda: decision_text({**decision, "destination": landed}) + "  [placed by the leader]"
+            )
+    return emit(a, r, lambda: decision_text(decision))
+
+
+# How long an unload without -d waits to see where placement put the bundle before saying it decides.
+LANDING_WAIT_S = 10.0
+
+
+def landed_on(a: argparse.Namespace, bundle: str, source: str | None) -> str | None:
+    """The bundle's new owner once it differs from ``source`` (within :data:`LANDING_WAIT_S`), else None."""
+    import time
+
+    deadline = time.monotonic() + LANDING_WAIT_S
+    while True:
+        try:
+            owner = call(a, "GET", f"/bundles/{bundle}").get("owner")
+        except (ApiError, AttributeError):
+            return None
+        if owner and owner != source:
+            return str(owner)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.25)
 
 
 def do_split(a: argparse.Namespace, bundle: str) -> int:

@@ -67,6 +67,11 @@ def register(sub: Any) -> None:
     pol.add_argument("--min-limit", type=int, default=1, help="Use secondaries below this many primaries")
     pol.add_argument("--cluster", help="Cluster of the isolation policy (default LOADMGR_CLUSTER)")
     pol.set_defaults(func=_policies)
+    b = nsub.add_parser(
+        "bundles", parents=[rest], help="A namespace's bundles and owners (pulsar-admin namespaces bundles)"
+    )
+    b.add_argument("namespace", help="tenant/namespace")
+    b.set_defaults(func=_bundles)
     u = nsub.add_parser(
         "unload",
         parents=[rest],
@@ -300,6 +305,23 @@ def _policies(args: argparse.Namespace) -> int:
         return emit(args, doc, lambda: "\n".join(lines) or "nothing to change")
 
     return _zk_run(args, zk)
+
+
+def _bundles(args: argparse.Namespace) -> int:
+    """pulsar-admin's ``namespaces bundles``: ``-o json`` is its BundlesData (boundaries, numBundles)."""
+    from balancer.bundles import split_bundle_name
+
+    def go(a: argparse.Namespace) -> int:
+        _path(a.namespace)  # tenant/namespace, or the error naming it
+        rows = client.call(a, "GET", "/bundles", params={"namespace": a.namespace.strip()})
+        ranges = sorted(split_bundle_name(r["bundle"])[1] for r in rows)
+        boundaries = [f"0x{r.lower:08x}" for r in ranges] + ([f"0x{ranges[-1].upper:08x}"] if ranges else [])
+        body = {"boundaries": boundaries, "numBundles": len(ranges)}
+        owners = {split_bundle_name(r["bundle"])[1]: r.get("owner") for r in rows}
+        data = [[rng.text, owners.get(rng)] for rng in ranges]
+        return emit(a, body, lambda: table(data, ["bundle", "owner"], left=2))
+
+    return client.run_api(args, go)
 
 
 def _unload(args: argparse.Namespace) -> int:
