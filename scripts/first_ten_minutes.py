@@ -56,14 +56,24 @@ def loadmgr() -> str:
 def run(command: str) -> tuple[str, int]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
     shell = command.replace("loadmgr ", loadmgr() + " ")
+    # one stream, as a terminal shows them: a background agent's log lines where they happen
     proc = subprocess.run(
-        ["bash", "-c", shell], capture_output=True, text=True, env=env, timeout=120, check=False
+        ["bash", "-c", shell],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
     )
-    return (proc.stdout + proc.stderr).rstrip("\n"), proc.returncode
+    return proc.stdout.rstrip("\n"), proc.returncode
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    """Every command, or only those containing one of ``argv``'s words."""
     for command in COMMANDS:
+        if argv and not any(word in command for word in argv):
+            continue
         out, rc = run(command)
         print(f"$ {command}")
         if out:
@@ -73,4 +83,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
