@@ -29,8 +29,8 @@ _MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
 @router.get(
     "",
     response_model=list[BundleSummary],
-    responses={**links.response(links.BUNDLE_LIST), 422: {"model": ErrorBody}},
-    summary="List bundles, optionally by namespace or broker",
+    responses={**links.response(links.BUNDLE_LIST), 404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    summary="List bundles, optionally by namespace (404 for one that has no bundles) or broker",
 )
 def list_bundles(
     service: ServiceDep,
