@@ -23,15 +23,23 @@ swapped for the recorded ones, so the leader's cycle runs exactly as in ``bench/
 
 from __future__ import annotations
 
-import math
-import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from balancer.errors import InvalidInput
 from balancer.models import NamespaceBundleStats
 from balancer.sim.engine import CycleState, MoveRecord, SimResult, Simulation, StrategyPair
 from balancer.sim.model import BrokerAccumulator, BrokerUsage, SimBroker, SimBundle, Traffic
+from balancer.sim.replay_data import (
+    CapacityLine,
+    RecordedBroker,
+    RecordedBundle,
+    RecordedCycle,
+    RecordedDecision,
+    ReplayModel,
+    build_model,
+)
+from balancer.sim.replay_fidelity import BrokerError, model_error, replay_error, util_spread
 from balancer.sim.scenarios import BrokerGroup, Cluster, Scenario
 
 ASSUMPTIONS = (
@@ -44,55 +52,6 @@ ASSUMPTIONS = (
 )
 
 
-@dataclass(frozen=True)
-class RecordedBundle:
-    owner: str
-    rate_in: float
-    rate_out: float
-    tp_in: float
-    tp_out: float
-
-    @property
-    def rate(self) -> float:
-        return self.rate_in + self.rate_out
-
-
-@dataclass(frozen=True)
-class RecordedBroker:
-    """What one broker reported in one cycle; usages are percent of its own limits."""
-
-    cpu: float
-    bw_in: float
-    bw_out: float
-    msg_rate: float
-    tp_in: float
-    tp_out: float
-
-    @property
-    def utilisation(self) -> float:
-        return max(self.cpu, self.bw_in, self.bw_out)
-
-
-@dataclass
-class RecordedCycle:
-    time_ms: int
-    bundles: dict[str, RecordedBundle]
-    brokers: dict[str, RecordedBroker]
-
-
-@dataclass(frozen=True)
-class RecordedDecision:
-    """A decision about a bundle as the history's ``moves`` dataset holds it (the leader's decision log)."""
-
-    time_ms: int
-    bundle: str
-    source: str | None
-    destination: str | None
-    kind: str  # shedding, placement, split, manual
-    reason: str = ""
-
-
-# Who decided a move, by its kind: the replay re-decides only the leader's shedding moves.
 LEADER_KINDS = frozenset({"shedding"})
 OPERATOR_KINDS = frozenset({"manual"})
 
@@ -161,67 +120,6 @@ def observed_moves(
                     kind, inferred = "unrecorded", False
             out.append(ObservedMove(k, cur.time_ms, name, old.owner, rb.owner, kind, inferred))
     return out
-
-
-@dataclass(frozen=True)
-class CapacityLine:
-    """The long-term job's per-broker fit ``msg rate = intercept + slope * cpu%`` (None: no spread)."""
-
-    broker: str
-    slope: float | None
-    intercept: float | None
-
-
-@dataclass
-class ReplayModel:
-    """Per-broker CPU and NIC model, derived once from the recorded data and the capacity lines."""
-
-    slope: dict[str, float]  # msg/s per CPU point
-    background: dict[str, float]  # CPU points at zero traffic
-    nic_in: dict[str, float]  # NIC-in percent per byte/s
-    nic_out: dict[str, float]
-    strength: dict[str, float]  # relative capacity, fleet median 1.0
-    fallback: list[str] = field(default_factory=list)  # brokers on the fleet's median line
-
-    def cpu(self, broker: str, rate: float) -> float:
-        return self.background[broker] + rate / self.slope[broker]
-
-
-def build_model(cycles: list[RecordedCycle], lines: dict[str, CapacityLine]) -> ReplayModel:
-    brokers = sorted({b for c in cycles for b in c.brokers})
-    if not brokers:
-        raise InvalidInput("history", "brokers", "no broker rows in the range: nothing to replay")
-    usable = {
-        b: (ln.slope, ln.intercept or 0.0)
-        for b, ln in lines.items()
-        if ln.slope is not None and math.isfinite(ln.slope) and ln.slope > 0
-    }
-    if usable:
-        med_slope = statistics.median(s for s, _ in usable.values())
-        med_bg = statistics.median(max(0.0, -i / s) for s, i in usable.values())
-    else:  # no broker's CPU varied: proportional to traffic at the fleet's recorded ratio
-        cpu = sum(r.cpu for c in cycles for r in c.brokers.values())
-        rate = sum(r.msg_rate for c in cycles for r in c.brokers.values())
-        med_slope, med_bg = (rate / cpu if cpu > 0 and rate > 0 else 1.0), 0.0
-    model = ReplayModel({}, {}, {}, {}, {})
-    for b in brokers:
-        if b in usable:
-            s, i = usable[b]
-            model.slope[b], model.background[b] = s, max(0.0, -i / s)
-        else:
-            model.slope[b], model.background[b] = med_slope, med_bg
-            model.fallback.append(b)
-        samples = [c.brokers[b] for c in cycles if b in c.brokers]
-        model.nic_in[b] = _ratio(sum(r.bw_in for r in samples), sum(r.tp_in for r in samples))
-        model.nic_out[b] = _ratio(sum(r.bw_out for r in samples), sum(r.tp_out for r in samples))
-    full = {b: model.slope[b] * max(1.0, 100.0 - model.background[b]) for b in brokers}
-    med = statistics.median(full.values())
-    model.strength = {b: full[b] / med if med > 0 else 1.0 for b in brokers}
-    return model
-
-
-def _ratio(pct: float, amount: float) -> float:
-    return pct / amount if amount > 0 and pct > 0 else 0.0
 
 
 class ReplaySimulation(Simulation):
@@ -397,69 +295,23 @@ def _recorded_state(k: int, c: RecordedCycle, model: ReplayModel, unloads: int) 
     )
 
 
-@dataclass(frozen=True)
-class BrokerError:
-    """How far modelled utilisation is from the recorded one for one broker, percentage points."""
-
-    broker: str
-    samples: int
-    mean_abs: float
-    rmse: float
-    bias: float  # mean of modelled - recorded
-    recorded_mean: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-
-def replay_error(run: SimResult, cycles: list[RecordedCycle]) -> dict[str, BrokerError]:
-    """Per broker: replayed post-move utilisation of cycle ``k`` against the usage recorded at ``k + 1``."""
-    pairs: dict[str, list[tuple[float, float]]] = {}
-    for s in run.cycles:
-        rec = cycles[s.cycle + 1].brokers if s.cycle + 1 < len(cycles) else {}
-        for name, util in zip(s.brokers, s.util, strict=True):
-            r = rec.get(name)
-            if r is not None:
-                pairs.setdefault(name, []).append((util, r.utilisation))
-    return {b: _error(b, p) for b, p in sorted(pairs.items())}
-
-
-def model_error(cycles: list[RecordedCycle], model: ReplayModel) -> dict[str, BrokerError]:
-    """Per broker: the model's utilisation of the bundles it really owned against what it recorded.
-
-    This isolates the model (traffic independence, capacity line, NIC ratio) from the strategy's
-    decisions: the recorded-strategy replay error adds to it whatever the replayed decisions did
-    differently (timing, randomness, the config changes the history does not hold).
-    """
-    pairs: dict[str, list[tuple[float, float]]] = {}
-    for c in cycles:
-        rate: dict[str, float] = dict.fromkeys(c.brokers, 0.0)
-        tin: dict[str, float] = dict.fromkeys(c.brokers, 0.0)
-        tout: dict[str, float] = dict.fromkeys(c.brokers, 0.0)
-        for rb in c.bundles.values():
-            if rb.owner in rate:
-                rate[rb.owner] += rb.rate
-                tin[rb.owner] += rb.tp_in
-                tout[rb.owner] += rb.tp_out
-        for b, r in c.brokers.items():
-            util = max(model.cpu(b, rate[b]), tin[b] * model.nic_in[b], tout[b] * model.nic_out[b])
-            pairs.setdefault(b, []).append((util, r.utilisation))
-    return {b: _error(b, p) for b, p in sorted(pairs.items())}
-
-
-def _error(broker: str, pairs: list[tuple[float, float]]) -> BrokerError:
-    diffs = [m - r for m, r in pairs]
-    n = len(diffs)
-    return BrokerError(
-        broker=broker,
-        samples=n,
-        mean_abs=sum(abs(d) for d in diffs) / n,
-        rmse=math.sqrt(sum(d * d for d in diffs) / n),
-        bias=sum(diffs) / n,
-        recorded_mean=sum(r for _, r in pairs) / n,
-    )
-
-
-def util_spread(run: SimResult) -> list[float]:
-    """Max - min utilisation of each cycle's post-move state (what the plots show)."""
-    return [max(s.util) - min(s.util) if s.util else 0.0 for s in run.cycles]
+# The recorded run's data and the replay's fidelity live beside this module; their names stay importable here.
+__all__ = [
+    "ASSUMPTIONS",
+    "BrokerError",
+    "CapacityLine",
+    "ObservedMove",
+    "RecordedBroker",
+    "RecordedBundle",
+    "RecordedCycle",
+    "RecordedDecision",
+    "ReplayModel",
+    "ReplaySimulation",
+    "build_model",
+    "model_error",
+    "observed_moves",
+    "recorded_result",
+    "replay",
+    "replay_error",
+    "util_spread",
+]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import faulthandler
+import functools
 import importlib
 import os
 import pkgutil
@@ -13,6 +14,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -27,11 +29,35 @@ EXIT_FAILURE = 1
 EXIT_BROKEN_PIPE = 141
 
 
+class Parser(argparse.ArgumentParser):
+    """Remembers the deepest (sub-)parser that read the command line, so that arguments left over are
+    refused with that verb's usage (``loadmgr namespaces unload ...``), not the top-level one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        trail = kwargs.pop("trail", None)
+        self.trail: list[argparse.ArgumentParser] = [] if trail is None else trail
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self.trail.append(self)
+        return super().parse_known_args(args, namespace)
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        trail = self.trail
+        setattr(action, "_parser_class", functools.partial(Parser, trail=trail))  # noqa: B010 (argparse's own slot)
+        return action
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="loadmgr",
         description="Load manager for Apache-Pulsar-style broker clusters.",
     )
+    # pulsar-admin's habit: `pulsar-admin --admin-url URL brokers list`; a --url after the verb wins
+    parser.add_argument("--url", dest="global_url", metavar="URL", help="REST base URL for any client verb")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
@@ -50,11 +76,21 @@ def _settings_error(e: ValidationError) -> str:
     return f"{name}={str(err.get('input'))[:80]!r}: {err.get('msg', 'invalid')}"
 
 
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The parsed command line; words left over are refused in the usage of the verb that was given."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        trail = getattr(parser, "trail", None) or [parser]
+        trail[-1].error(f"unrecognized arguments: {' '.join(extra)}")
+    if getattr(args, "global_url", None) and not getattr(args, "url", None):
+        args.url = args.global_url
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one sub-command. Every way it can fail ends in one line on stderr and an exit code;
     the traceback is printed only with ``LOADMGR_DEBUG=1``, for whoever debugs loadmgr itself."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(build_parser(), argv)
     # `kill -USR1 <pid>` prints every thread's stack to stderr: how a process that will not stop
     # is diagnosed where it runs. Not everywhere possible (no SIGUSR1, stderr without a descriptor).
     with contextlib.suppress(AttributeError, ValueError, OSError, RuntimeError):

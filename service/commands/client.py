@@ -1,12 +1,14 @@
-"""Client sub-commands over the REST API: ``status``, ``brokers``, ``bundles``, ``unload``, ``split``,
-``dry-run``, ``decisions``, and the pulsar-admin-shaped ``brokers update-dynamic-config``. The lists
-(``bundles``, ``decisions``) are read page by page (``--page-size``, ``--limit``, ``--cursor``). Each
-prints a table, or the answer as JSON or YAML with ``-o json|yaml`` (``--json`` too).
+"""The REST client every verb shares: its flags (``--url``, ``--token``, ``-o``), the call, the paged
+lists (``--page-size``, ``--limit``, ``--cursor``) and the one-line error. The verbs themselves live in
+:mod:`service.commands.broker_verbs` (``status``, ``brokers``, ``broker-stats``, ``topics``) and
+:mod:`service.commands.bundle_verbs` (``bundles``, ``decisions``, ``unload``, ``split``, ``dry-run``);
+what they print is worded in :mod:`service.commands.render`.
 
-Every verb finds its server by ``--url``, ``LOADMGR_URL``, a running ``loadmgr demo``, else
-``http://127.0.0.1:8080`` (:mod:`service.commands.endpoints`). A failure is one line on stderr; the exit
-code is 2 for the caller's mistake (an HTTP 4xx: unknown bundle, bad argument, missing token) and 1 when
-the server cannot be reached or fails (5xx), as for every other verb (:mod:`service.commands.cli`).
+Every verb finds its server by ``--url`` (before or after the verb), ``LOADMGR_URL``, the running system
+this directory means, else ``http://127.0.0.1:8080`` (:mod:`service.commands.endpoints`). A failure is
+one line on stderr; the exit code is 2 for the caller's mistake (an HTTP 4xx: unknown bundle, bad
+argument, missing token) and 1 when the server cannot be reached or fails (5xx), as for every other verb
+(:mod:`service.commands.cli`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from balancer.errors import ConfigError
-from service.commands import argtypes, endpoints
-from service.commands.output import add_output_args, emit, table
+from service.commands import argtypes, bundle_args, endpoints
+from service.commands.output import add_output_args
+from service.commands.render import decision_text, leader_line, move_text, split_text
 from service.json_bounds import MAX_HTTP_BYTES, JsonRefused, loads
 from service.settings import is_http_url, secret
 
@@ -66,6 +68,8 @@ def add_split_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--algorithm",
         "--split-algorithm",
+        "--split-algorithm-name",
+        "-san",
         dest="algorithm",
         help="range_equally_divide or specified_positions_divide (with --positions); "
         "topic_count_equally_divide and flow_or_qps_equally_divide need topic names, which only a "
@@ -81,58 +85,6 @@ def add_split_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-u", "--unload", action="store_true", help="Also unload the children (pulsar-admin split-bundle -u)"
     )
-
-
-def register(sub: Any) -> None:
-    common = common_parser()
-    p = sub.add_parser("status", parents=[common], help="Leader, readiness and a broker summary")
-    p.set_defaults(func=_status)
-    p = sub.add_parser(
-        "brokers",
-        parents=[common],
-        help="Brokers with their load and scores; `brokers update-dynamic-config --config K --value V`",
-        description="`loadmgr brokers` lists the brokers, `loadmgr brokers BROKER` shows one, "
-        "`loadmgr brokers list` is the same as no argument, and `loadmgr brokers update-dynamic-config "
-        "--config KEY --value VALUE` changes a dynamic load-balancer key (pulsar-admin's verb; PUT /config).",
-    )
-    p.add_argument(
-        "broker",
-        nargs="?",
-        metavar="BROKER|list|update-dynamic-config|get-dynamic-config",
-        help="A broker id (host:port) to show in detail, or one of pulsar-admin's brokers verbs",
-    )
-    p.add_argument("--config", dest="config_key", help="update-dynamic-config: the Pulsar key")
-    p.add_argument("--value", dest="config_value", help="update-dynamic-config: its new value")
-    p.set_defaults(func=_brokers)
-    p = sub.add_parser("bundles", parents=[common], help="Bundles with their owners and traffic")
-    p.add_argument("--namespace", help="Only this tenant/namespace")
-    p.add_argument("--broker", help="Only bundles owned by this broker")
-    _paging_args(p, "bundles")
-    p.set_defaults(func=_bundles)
-    p = sub.add_parser("decisions", parents=[common], help="The leader's recent decisions, newest first")
-    p.add_argument("--kind", help="shedding, placement, split, manual or adoption")
-    p.add_argument("--namespace", help="Only decisions about bundles of this tenant/namespace")
-    p.add_argument("--broker", help="Only moves from or to this broker")
-    _paging_args(p, "decisions")
-    p.set_defaults(func=_decisions)
-    p = sub.add_parser(
-        "unload",
-        parents=[common],
-        help="Unload a bundle (optionally to a broker); also `namespaces unload NS --bundle R -d B`",
-    )
-    add_bundle_args(p)
-    p.add_argument(
-        "-d", "--destination", "--destinationBroker", dest="destination", help="Destination broker"
-    )
-    p.set_defaults(func=_unload)
-    p = sub.add_parser(
-        "split", parents=[common], help="Split a bundle; also `namespaces split-bundle NS --bundle R`"
-    )
-    add_bundle_args(p)
-    add_split_args(p)
-    p.set_defaults(func=_split)
-    p = sub.add_parser("dry-run", parents=[common], help="What shedding would move now, changing nothing")
-    p.set_defaults(func=_dry_run)
 
 
 class ApiError(Exception):
@@ -206,9 +158,6 @@ def call(args: argparse.Namespace, method: str, path: str, with_headers: bool = 
     return (body, r.headers) if with_headers else body
 
 
-_call = call  # the name other modules used
-
-
 def run_api(args: argparse.Namespace, fn: Any) -> int:
     try:
         return int(fn(args))
@@ -217,112 +166,7 @@ def run_api(args: argparse.Namespace, fn: Any) -> int:
         return e.exit_code
 
 
-_run = run_api
-
-
-def bundle_of(args: argparse.Namespace) -> str:
-    """``tenant/ns/0x.._0x..`` from either form; a malformed one is the caller's error, named."""
-    from balancer.bundles import split_bundle_name
-
-    name = str(args.bundle).strip()
-    if args.bundle_range:
-        rng = str(args.bundle_range).strip()
-        name = f"{name.rstrip('/')}/{rng}"
-        split_bundle_name(name)  # InvalidInput names the field and value
-        return name
-    split_bundle_name(name)
-    return name
-
-
-def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
-    return [
-        [
-            b["broker"],
-            b["usagePercent"].get("cpu"),
-            b["usagePercent"].get("memory"),
-            b["usagePercent"].get("bandwidthIn"),
-            b["usagePercent"].get("bandwidthOut"),
-            b["msgRateIn"] + b["msgRateOut"],
-            (b["msgThroughputIn"] + b["msgThroughputOut"]) / 1e6,
-            b["numBundles"],
-        ]
-        for b in brokers
-    ]
-
-
-BROKER_HEADERS = ["broker", "cpu%", "mem%", "bwIn%", "bwOut%", "msg/s", "MB/s", "bundles"]
-
-
-def leader_line(leader: Any) -> str:
-    """``leader: leader-8080 at http://127.0.0.1:8080 (this instance)``; never raw JSON."""
-    if not isinstance(leader, dict):
-        return "leader: (unknown)"
-    who = leader.get("leader") or {}
-    if not isinstance(who, dict) or not who:
-        return "leader: none elected (no decisions until one is)"
-    name = who.get("brokerId") or "?"
-    where = f" at {who['serviceUrl']}" if who.get("serviceUrl") else ""
-    mine = (
-        " (the instance answering)" if leader.get("isLeader") else f" (asked {leader.get('instance', '?')})"
-    )
-    return f"leader: {name}{where}{mine}"
-
-
-def _status(args: argparse.Namespace) -> int:
-    def go(a: argparse.Namespace) -> int:
-        leader = call(a, "GET", "/leader")
-        brokers = call(a, "GET", "/brokers")
-        body = {"leader": leader, "brokers": brokers}
-        return emit(a, body, lambda: [leader_line(leader), table(broker_rows(brokers), BROKER_HEADERS)])
-
-    return run_api(args, go)
-
-
-def _brokers(args: argparse.Namespace) -> int:
-    def go(a: argparse.Namespace) -> int:
-        verb = a.broker
-        if verb == "update-dynamic-config":
-            return _update_dynamic_config(a)
-        if verb == "get-dynamic-config":
-            cfg = call(a, "GET", "/config")
-            dynamic = {k: cfg["values"][k] for k in cfg.get("dynamicKeys", []) if k in cfg["values"]}
-            return emit(a, dynamic, lambda: table(sorted(dynamic.items()), ["key", "value"], left=2))
-        if a.config_key or a.config_value:
-            from balancer.errors import InvalidInput
-
-            raise InvalidInput("--config/--value", a.config_key, "only with `brokers update-dynamic-config`")
-        if verb and verb != "list":
-            b = call(a, "GET", f"/brokers/{verb}")
-            scores = sorted((k, v) for k, v in b["scores"].items())
-            return emit(
-                a,
-                b,
-                lambda: [
-                    table(broker_rows([b]), BROKER_HEADERS),
-                    table(scores, ["score", "value"]),
-                    table([[x] for x in b["bundles"]], [f"bundles ({len(b['bundles'])})"]),
-                ],
-            )
-        brokers = call(a, "GET", "/brokers")
-        return emit(a, brokers, lambda: table(broker_rows(brokers), BROKER_HEADERS))
-
-    return run_api(args, go)
-
-
-def _update_dynamic_config(a: argparse.Namespace) -> int:
-    from balancer.errors import InvalidInput
-
-    if not a.config_key or a.config_value is None:
-        raise InvalidInput(
-            "--config/--value", a.config_key, "update-dynamic-config needs --config K --value V"
-        )
-    key, value = a.config_key.strip(), a.config_value
-    body = call(a, "PUT", "/config", json={key: value})
-    now = (body.get("values") or {}).get(key)
-    return emit(a, body, lambda: f"{key} = {now!r} (dynamic; the leader applies it from its next cycle)")
-
-
-def _paging_args(p: argparse.ArgumentParser, what: str) -> None:
+def paging_args(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--limit", type=argtypes.positive_int, help=f"At most this many {what} (default: all)")
     p.add_argument(
         "--page-size",
@@ -337,7 +181,7 @@ PAGE_SIZE = 1000
 NEXT_CURSOR = "X-Next-Cursor"
 
 
-def _paged(a: argparse.Namespace, path: str, params: dict[str, Any], key: str | None = None) -> list[Any]:
+def paged(a: argparse.Namespace, path: str, params: dict[str, Any], key: str | None = None) -> list[Any]:
     """Every row of a paged list (``limit`` + ``cursor``), up to ``--limit``; when rows are left
     over, the cursor to go on from is printed on stderr."""
     rows: list[Any] = []
@@ -345,7 +189,7 @@ def _paged(a: argparse.Namespace, path: str, params: dict[str, Any], key: str | 
     while True:
         want = a.page_size if a.limit is None else min(a.page_size, a.limit - len(rows))
         page_params = {**params, "limit": want} | ({"cursor": cursor} if cursor else {})
-        body, headers = _call(a, "GET", path, params=page_params, with_headers=True)
+        body, headers = call(a, "GET", path, params=page_params, with_headers=True)
         rows += body[key] if key is not None else body
         cursor = headers.get(NEXT_CURSOR)
         if cursor is None:
@@ -355,115 +199,9 @@ def _paged(a: argparse.Namespace, path: str, params: dict[str, Any], key: str | 
             return rows
 
 
-def _decisions(args: argparse.Namespace) -> int:
-    def go(a: argparse.Namespace) -> int:
-        params = {k: v for k, v in (("kind", a.kind), ("namespace", a.namespace), ("broker", a.broker)) if v}
-        rows = _paged(a, "/decisions", params, key="decisions")
-        return emit(a, rows, lambda: "\n".join(f"{r.get('id')}  {decision_text(r)}" for r in rows))
-
-    return run_api(args, go)
-
-
-def _bundles(args: argparse.Namespace) -> int:
-    def go(a: argparse.Namespace) -> int:
-        params = {k: v for k, v in (("namespace", a.namespace), ("broker", a.broker)) if v}
-        rows = _paged(a, "/bundles", params)
-        data = [
-            [
-                r["bundle"],
-                r["owner"],
-                (r.get("msgRateIn") or 0) + (r.get("msgRateOut") or 0),
-                ((r.get("msgThroughputIn") or 0) + (r.get("msgThroughputOut") or 0)) / 1e6,
-                r.get("topics"),
-            ]
-            for r in rows
-        ]
-        return emit(a, rows, lambda: table(data, ["bundle", "owner", "msg/s", "MB/s", "topics"]))
-
-    return run_api(args, go)
-
-
-def move_text(source: str | None, destination: str | None) -> str:
-    """`` a -> b`` for a move; a side that is absent is named, never printed as Python's None."""
-    if not source and not destination:
-        return ""
-    return f" {source or '(unowned)'} -> {destination or '(placement decides)'}"
-
-
-def _why(d: dict[str, Any]) -> str:
-    expl = d.get("explanation") or {}
-    return str(expl.get("message") or expl.get("reason") or "")
-
-
-def decision_text(d: dict[str, Any]) -> str:
-    why = _why(d)
-    move = move_text(d.get("source"), d.get("destination"))
-    return f"{d.get('kind', 'decision')}: {d.get('bundle', '')}{move}" + (f"  ({why})" if why else "")
-
-
+# Names other modules and scripts used before the verbs moved out of this module.
+_call = call
+_run = run_api
+bundle_of = bundle_args.bundle_of
 _decision_text = decision_text
-
-
-def split_text(d: dict[str, Any]) -> str:
-    """``split public/default/0x.._0x.. on broker-1:8081 into A and B (range_equally_divide)``."""
-    nums = (d.get("explanation") or {}).get("numbers") or {}
-    children = [str(c) for c in nums.get("children") or []]
-    owner = f" on {d['source']}" if d.get("source") else ""
-    into = " into " + ", ".join(children) if children else ""
-    alg = f" ({nums['algorithm']})" if nums.get("algorithm") else ""
-    after = (
-        "; children unloaded, placement decides their brokers"
-        if nums.get("unload")
-        else (f"; children stay on {d['source']}" if d.get("source") else "")
-    )
-    return f"split {d.get('bundle', '')}{owner}{into}{alg}{after}"
-
-
-def do_unload(a: argparse.Namespace, bundle: str, destination: str | None) -> int:
-    body = {"destinationBroker": destination} if destination else None
-    r = call(a, "POST", f"/bundles/{bundle}/unload", json=body)
-    return emit(a, r, lambda: decision_text(r.get("decision") or {}))
-
-
-def do_split(a: argparse.Namespace, bundle: str) -> int:
-    body: dict[str, Any] = {}
-    if a.algorithm:
-        body["algorithm"] = a.algorithm
-    if a.positions:
-        body["positions"] = a.positions  # parsed and range-checked by argparse
-    if a.unload:
-        body["unload"] = True
-    r = call(a, "POST", f"/bundles/{bundle}/split", json=body)
-    return emit(a, r, lambda: split_text(r.get("decision") or {}))
-
-
-def _unload(args: argparse.Namespace) -> int:
-    return run_api(args, lambda a: do_unload(a, bundle_of(a), a.destination))
-
-
-def _split(args: argparse.Namespace) -> int:
-    return run_api(args, lambda a: do_split(a, bundle_of(a)))
-
-
-def _dry_run(args: argparse.Namespace) -> int:
-    def go(a: argparse.Namespace) -> int:
-        r = call(a, "POST", "/shedding/dry-run")
-        rows: Sequence[Sequence[Any]] = [
-            [
-                m.get("bundle"),
-                m.get("source"),
-                m.get("destination"),
-                (m.get("explanation") or {}).get("reason"),
-            ]
-            for m in r["moves"]
-        ]
-        summary = (r.get("shedding") or {}).get("summary") or {}
-        tail = f"{summary.get('reason', '')}: {summary.get('message', '')}" if summary else ""
-
-        def render() -> list[Any]:
-            out: list[Any] = [table(rows, ["bundle", "from", "to", "reason"]) if rows else "nothing to move"]
-            return [*out, tail] if tail else out
-
-        return emit(a, r, render)
-
-    return run_api(args, go)
+__all__ = ["bundle_of", "call", "decision_text", "leader_line", "move_text", "run_api", "split_text"]

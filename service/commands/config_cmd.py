@@ -121,18 +121,18 @@ def parse_assignments(items: list[str]) -> dict[str, str]:
 
 
 def _set(args: argparse.Namespace) -> int:
-    from service.commands.client import ApiError, _call
+    from service.commands.client import ApiError, call
 
     updates = parse_assignments(args.assignments)
     try:
-        body = _call(args, "PUT", "/config", json=updates)
+        body = call(args, "PUT", "/config", json=updates)
     except ApiError as e:
         print(f"loadmgr: {e}", file=sys.stderr)
-        return 1 if 400 <= (e.status or 0) < 500 else 2
+        return e.exit_code  # 2 for any HTTP 4xx (the caller's), 1 when nothing answers or the server fails
     if args.json:
         print(json.dumps(body, indent=2))
         return 0
     values = body.get("values", {}) if isinstance(body, dict) else {}
     for key in sorted(updates):
-        print(f"{key} = {values.get(key)!r} (persisted in ZooKeeper, applied cluster-wide)")
+        print(f"{key} = {json.dumps(values.get(key))} (persisted in ZooKeeper, applied cluster-wide)")
     return 0

@@ -22,7 +22,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from service.commands import client, endpoints
+from service.commands import argtypes, bundle_verbs, client, endpoints, zk_probe
+from service.commands.bundle_args import bundle_of
 from service.commands.output import emit, table
 from service.settings import Settings
 
@@ -32,11 +33,12 @@ def register(sub: Any) -> None:
         "namespaces",
         help="Create, list, delete namespaces and set their policies; unload and split-bundle (pulsar-admin)",
     )
-    p.add_argument("--zk", help="ZooKeeper connection string (LOADMGR_ZK_HOSTS; default: the running demo's)")
-    p.add_argument("--chroot", help="ZooKeeper chroot (LOADMGR_ZK_CHROOT)")
+    _zk_args(p, None)
     nsub = p.add_subparsers(dest="namespaces_command", metavar="ACTION")
     nsub.required = True
     rest = client.common_parser()  # --url, --token, -o ...
+    # --zk and --chroot are taken after the action too (`namespaces list --zk X`), as every other flag
+    _zk_args(rest, argparse.SUPPRESS)
     c = nsub.add_parser("create", parents=[rest], help="Create a namespace (pulsar-admin namespaces create)")
     c.add_argument("namespace", help="tenant/namespace")
     c.add_argument("--bundles", type=int, default=4, help="Initial bundle count (default 4)")
@@ -65,6 +67,11 @@ def register(sub: Any) -> None:
     pol.add_argument("--min-limit", type=int, default=1, help="Use secondaries below this many primaries")
     pol.add_argument("--cluster", help="Cluster of the isolation policy (default LOADMGR_CLUSTER)")
     pol.set_defaults(func=_policies)
+    b = nsub.add_parser(
+        "bundles", parents=[rest], help="A namespace's bundles and owners (pulsar-admin namespaces bundles)"
+    )
+    b.add_argument("namespace", help="tenant/namespace")
+    b.set_defaults(func=_bundles)
     u = nsub.add_parser(
         "unload",
         parents=[rest],
@@ -87,6 +94,18 @@ def register(sub: Any) -> None:
     s.set_defaults(func=_split_bundle)
 
 
+def _zk_args(p: argparse.ArgumentParser, default: Any) -> None:
+    p.add_argument(
+        "--zk",
+        type=argtypes.zk_hosts,
+        default=default,
+        help="ZooKeeper connection string (LOADMGR_ZK_HOSTS; default: the running demo's)",
+    )
+    p.add_argument(
+        "--chroot", type=argtypes.chroot, default=default, help="ZooKeeper chroot (LOADMGR_ZK_CHROOT)"
+    )
+
+
 def use_rest(args: argparse.Namespace) -> bool:
     """REST when a URL is named or a demo runs, unless ZooKeeper is named explicitly."""
     if args.url or os.environ.get("LOADMGR_URL"):
@@ -97,6 +116,8 @@ def use_rest(args: argparse.Namespace) -> bool:
 
 
 def _admin(args: argparse.Namespace) -> Any:
+    from service.demo.state import state_path
+    from service.errors import StoreUnavailable
     from service.zookeeper.metadata.namespaces import NamespaceAdmin
     from service.zookeeper.metadata.store import ZkStore
 
@@ -105,6 +126,14 @@ def _admin(args: argparse.Namespace) -> Any:
         k: v for k, v in (("zk_hosts", zk), ("zk_chroot", args.chroot)) if v is not None
     }
     settings = Settings(**overrides)
+    if not zk_probe.answers(settings.zk_hosts):
+        if args.zk or os.environ.get("LOADMGR_ZK_HOSTS"):
+            raise StoreUnavailable(f"no ZooKeeper answers at {settings.zk_hosts}: is it running?")
+        raise StoreUnavailable(
+            f"nothing to ask: no loadmgr demo or Pulsar-mode serve is running (none recorded in "
+            f"{state_path()}) and no ZooKeeper answers at {settings.zk_hosts}: start one (`loadmgr demo`), "
+            "or name it with --url or --zk"
+        )
     # loadmgr's identity, ACL and TLS, as `serve` uses them: the nodes it creates are loadmgr's
     store = ZkStore.from_settings(settings)
     store.start(timeout_s=settings.zk_session_timeout_s)
@@ -280,9 +309,26 @@ def _policies(args: argparse.Namespace) -> int:
     return _zk_run(args, zk)
 
 
+def _bundles(args: argparse.Namespace) -> int:
+    """pulsar-admin's ``namespaces bundles``: ``-o json`` is its BundlesData (boundaries, numBundles)."""
+    from balancer.bundles import split_bundle_name
+
+    def go(a: argparse.Namespace) -> int:
+        _path(a.namespace)  # tenant/namespace, or the error naming it
+        rows = client.call(a, "GET", "/bundles", params={"namespace": a.namespace.strip()})
+        ranges = sorted(split_bundle_name(r["bundle"])[1] for r in rows)
+        boundaries = [f"0x{r.lower:08x}" for r in ranges] + ([f"0x{ranges[-1].upper:08x}"] if ranges else [])
+        body = {"boundaries": boundaries, "numBundles": len(ranges)}
+        owners = {split_bundle_name(r["bundle"])[1]: r.get("owner") for r in rows}
+        data = [[rng.text, owners.get(rng)] for rng in ranges]
+        return emit(a, body, lambda: table(data, ["bundle", "owner"], left=2))
+
+    return client.run_api(args, go)
+
+
 def _unload(args: argparse.Namespace) -> int:
-    return client.run_api(args, lambda a: client.do_unload(a, client.bundle_of(a), a.destination))
+    return client.run_api(args, lambda a: bundle_verbs.do_unload(a, bundle_of(a), a.destination))
 
 
 def _split_bundle(args: argparse.Namespace) -> int:
-    return client.run_api(args, lambda a: client.do_split(a, client.bundle_of(a)))
+    return client.run_api(args, lambda a: bundle_verbs.do_split(a, bundle_of(a)))

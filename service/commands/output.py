@@ -47,17 +47,24 @@ def emit(args: argparse.Namespace, body: Any, render: Callable[[], Any]) -> int:
     out = render()
     items = out if isinstance(out, list) else [out]
     c = console()
-    for item in items:
-        if isinstance(item, str):
-            c.print(item, markup=False)
-        else:
-            c.print(item)
+    with c.capture() as captured:
+        for item in items:
+            if isinstance(item, str):
+                c.print(item, markup=False, soft_wrap=True)  # a line of text is never cut in two
+            else:
+                c.print(item)
+    # rich pads every cell to its column's width: a table with one long value would print every row
+    # as wide as that value. Trailing blanks say nothing; drop them.
+    text = "\n".join(line.rstrip() for line in captured.get().split("\n"))
+    sys.stdout.write(text)
     return 0
 
 
 def cell(v: Any) -> str:
     if v is None:
         return "-"
+    if isinstance(v, bool):  # as JSON and pulsar-admin write it, never Python's True/False
+        return "true" if v else "false"
     if isinstance(v, float):
         if abs(v) >= 100:
             return f"{v:,.0f}"

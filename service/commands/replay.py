@@ -98,10 +98,11 @@ def duration_ms(text: str) -> int:
 
 
 def default_history() -> str:
-    """The running demo's history, else ``./var/history`` (where ``make run`` records)."""
-    from service.demo.state import read_state
+    """The running system's history (the demo's, or a Pulsar-mode serve's), else ``./var/history``
+    (where ``make run`` records)."""
+    from service.demo.state import target
 
-    demo = read_state()
+    demo = target()
     return demo.history if demo is not None and demo.history else "./var/history"
 
 

@@ -22,7 +22,9 @@ from pydantic import ValidationError
 
 from balancer.errors import ConfigError
 from service.commands import argtypes
+from service.commands.endpoints import register_serving
 from service.commands.serve_checks import check_before_start
+from service.commands.serve_history import check_history_owner, history_location
 from service.settings import Settings
 
 SWITCH_INTERVAL_S = 0.001
@@ -202,6 +204,7 @@ def _serve(args: argparse.Namespace) -> int:
         cluster=settings.cluster or "standalone", expose_bundles=config.exposeBundlesMetricsInPrometheus
     )
     history = None
+    history_uri, cluster = history_location(settings)  # Pulsar mode: a directory named by the cluster
     if settings.history_enabled:
         try:
             from service.longterm.history import HistorySink
@@ -216,8 +219,9 @@ def _serve(args: argparse.Namespace) -> int:
             return 2
         from service.longterm.history_meta import write_meta
 
-        history = HistorySink(settings.history_uri)
-        write_meta(settings.history_uri, config)  # what loadmgr replay assumes the leader ran
+        check_history_owner(history_uri, cluster)
+        history = HistorySink(history_uri)
+        write_meta(history_uri, config, cluster)  # what loadmgr replay assumes the leader ran
     # REST and the watches wait on I/O while a cycle's thread computes; each wake-up then waits for the
     # interpreter lock up to the switch interval (5 ms by default), many times per request. 1 ms keeps
     # an operator's request from queueing behind a 30,000-move cycle (bench/live_scale.py).
@@ -256,6 +260,7 @@ def _serve(args: argparse.Namespace) -> int:
         received: list[int] = []
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda signum, _frame: received.append(signum))
+        register_serving(settings, history_uri if history is not None else None, cluster)
         server.run()
     finally:
         service.stop()

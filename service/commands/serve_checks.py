@@ -47,6 +47,18 @@ def check_bindable(settings: Settings) -> None:
             sock.close()
 
 
+def check_zookeeper_answers(settings: Settings) -> None:
+    """Something listens at the ZooKeeper address: else one line now, not a ZooKeeper client's retries."""
+    from service.commands.zk_probe import answers
+    from service.errors import StoreUnavailable
+
+    if not answers(settings.zk_hosts):
+        raise StoreUnavailable(
+            f"no ZooKeeper answers at {settings.zk_hosts} (--zk, LOADMGR_ZK_HOSTS): is it running?"
+        )
+
+
 def check_before_start(settings: Settings) -> None:
     check_tls_files(settings)
     check_bindable(settings)
+    check_zookeeper_answers(settings)

@@ -57,16 +57,26 @@ class LiveView:
 
     def render(self) -> RenderableType:
         return Group(
-            self._brokers(), self._moves(), self._balance(), *(Text(n, style="dim") for n in self.notes)
+            self._title(),
+            self._brokers(),
+            self._moves(),
+            self._balance(),
+            *(Text(n, style="dim") for n in self.notes),
         )
+
+    def _title(self) -> Text:
+        """The addresses on a line of their own: a table's title wraps at the table's width, which is
+        narrower than these on an 80-column terminal."""
+        zk = getattr(self.demo, "zk_hosts", "")
+        where = f"REST {self.demo.url}" + (f"  ZooKeeper {zk}" if zk else "")
+        title = Text(f"loadmgr demo  {where}", style="bold", overflow="fold")
+        return title.append("  Ctrl-C to stop" if len(title) <= 60 else "\nCtrl-C to stop", style="dim")
 
     def _brokers(self) -> Table:
         demo = self.demo
         view = demo.service.view()
         counts = demo.ownership_counts()
-        zk = getattr(demo, "zk_hosts", "")
-        where = f"REST {demo.url}" + (f"  ZooKeeper {zk}" if zk else "")
-        table = Table(title=f"loadmgr demo  {where}  (Ctrl-C to stop)", expand=False)
+        table = Table(expand=False)
         for name, justify in (
             ("broker", "left"),
             ("cpu %", "right"),

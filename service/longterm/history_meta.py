@@ -1,7 +1,8 @@
 """What a history was recorded under: the leader's load-balancer config, beside the Parquet datasets.
 
 ``<history>/_loadmgr.json`` holds ``{"config": {Pulsar key: value, ...}, "strategy": {"shedder": ...,
-"placement": ...}, "written_ms": ...}``. The leading ``_`` keeps Spark and pyarrow from reading it as
+"placement": ...}, "written_ms": ..., "cluster": ...}`` (``cluster``: whose history it is, when
+known). The leading ``_`` keeps Spark and pyarrow from reading it as
 data. ``loadmgr replay`` takes the recorded strategy and config keys from it (the shedding interval,
 thresholds and grace period decide what a replayed strategy does), so a replay of a demo history needs
 no flags. It is the config at the time the writer started: later dynamic updates are not in it, which
@@ -26,9 +27,10 @@ log = logging.getLogger(__name__)
 META_NAME = "_loadmgr.json"
 
 
-def write_meta(uri: str, config: LoadBalancerConfig) -> None:
-    """Record ``config`` at the history root; a failure is logged, never raised (history is optional)."""
-    doc = {
+def write_meta(uri: str, config: LoadBalancerConfig, cluster: str | None = None) -> None:
+    """Record ``config`` (and whose history this is: ``cluster``) at the history root; a failure is
+    logged, never raised (history is optional)."""
+    doc: dict[str, Any] = {
         "config": config.model_dump(mode="json"),
         "strategy": {
             "shedder": config.loadBalancerLoadSheddingStrategy,
@@ -36,6 +38,8 @@ def write_meta(uri: str, config: LoadBalancerConfig) -> None:
         },
         "written_ms": int(time.time() * 1000),
     }
+    if cluster:
+        doc["cluster"] = cluster
     try:
         fs, root, _ = resolve_filesystem(uri)
         fs.create_dir(root, recursive=True)

@@ -6,6 +6,8 @@ datasets partitioned by ``date=`` and ``hour=``. Validity rules mirror :mod:`bal
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
 import re
@@ -41,6 +43,15 @@ def java_log_path() -> Path:
     return Path(tempfile.gettempdir()) / f"loadmgr-spark-{os.getpid()}.log"
 
 
+_KEEP_JAVA_LOG: list[bool] = []
+
+
+def _drop_java_log() -> None:
+    if not _KEEP_JAVA_LOG:
+        with contextlib.suppress(OSError):
+            java_log_path().unlink()
+
+
 def _quiet_gateway(conf: Any) -> None:
     """Start this process's Spark JVM with its stdout and stderr in :func:`java_log_path`, unless it
     runs already (then its output goes where it went), spark-submit started it, or debug shows it."""
@@ -50,6 +61,8 @@ def _quiet_gateway(conf: Any) -> None:
     if java_output_shown() or "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None:
         return
     log_file = java_log_path().open("ab")
+    # A run that went well leaves nothing in /tmp; one that failed keeps the log (spark_error_line)
+    atexit.register(_drop_java_log)
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stdout": log_file, "stderr": log_file})  # type: ignore[no-untyped-call]
     finally:
@@ -64,6 +77,7 @@ _SPARK_ERROR = re.compile(r"\[([A-Z][A-Z0-9_.]+)\] ([^\n]*)")
 def spark_error_line(e: BaseException) -> str:
     """One line saying why a Spark job failed: the first ``[ERROR_CLASS] message`` in the Java error
     (which names the file for a read), else the exception's first line; never the stack trace."""
+    _KEEP_JAVA_LOG.append(True)  # the JVM's own words may say more: keep its log
     text = str(e)
     found = _SPARK_ERROR.search(text)
     if found is not None:

@@ -254,12 +254,32 @@ def execute(args: argparse.Namespace, spark: SparkSession | None = None) -> int:
         print(f"loadmgr longterm: the history or --out could not be used: {first}", file=sys.stderr)
         return EXIT_INPUT
     if options.dry_run or not options.zk:
+        print_long_term(result, options.out)
         print(
             f"loadmgr longterm: dry run, {len(result.long_term)} bundles computed, ZooKeeper untouched",
             file=sys.stderr,
         )
         return EXIT_OK
     return merge_into_zookeeper(options, result)
+
+
+DRY_RUN_ROWS = 20
+
+
+def print_long_term(result: JobResult, out: str | None, limit: int = DRY_RUN_ROWS) -> None:
+    """What a dry run computed, busiest bundles first: the longTermData a merge would write."""
+    rows = sorted(
+        result.long_term.items(), key=lambda kv: -(kv[1].msg_throughput_in + kv[1].msg_throughput_out)
+    )
+    print(f"{'bundle':<48} {'samples':>7} {'msg/s in':>10} {'msg/s out':>10} {'MB/s in':>8} {'MB/s out':>8}")
+    for bundle, lt in rows[:limit]:
+        print(
+            f"{bundle:<48} {lt.num_samples:>7} {lt.msg_rate_in:>10.1f} {lt.msg_rate_out:>10.1f} "
+            f"{lt.msg_throughput_in / 1e6:>8.2f} {lt.msg_throughput_out / 1e6:>8.2f}"
+        )
+    if len(rows) > limit:
+        where = f" (all of them in {out})" if out else ""
+        print(f"... {len(rows) - limit} more bundles{where}")
 
 
 def zookeeper_problem(options: JobOptions) -> str | None:

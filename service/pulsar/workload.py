@@ -23,6 +23,17 @@ log = logging.getLogger(__name__)
 TICK_S = 0.02
 
 
+def client_logger() -> logging.Logger:
+    """The Pulsar client's own log (its C++ core reconnecting while a bundle moves is expected and
+    measured by the workload, not news for the launcher's terminal): shown only at DEBUG level."""
+    import os
+
+    logger = logging.getLogger("service.pulsar.client")
+    debug = os.environ.get("LOADMGR_LOG_LEVEL", "").strip().upper() == "DEBUG"
+    logger.setLevel(logging.DEBUG if debug else logging.CRITICAL)
+    return logger
+
+
 @dataclass
 class TopicRecord:
     """One topic's acknowledgements: send time and latency, both seconds (monotonic clock)."""
@@ -88,7 +99,7 @@ class Workload:
         self._client = pulsar.Client(
             self.service_url,
             operation_timeout_seconds=30,
-            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+            logger=client_logger(),
         )
         for topic in self.rates:
             self._producers[topic] = self._client.create_producer(

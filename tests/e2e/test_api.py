@@ -49,7 +49,8 @@ def test_bundles_filters_and_detail(api: httpx.Client, demo: Demo) -> None:
     every = _bundles(api)
     assert len(every) >= demo.opts.bundles and all(r["owner"] for r in every)
     assert _bundles(api, namespace=NAMESPACE) == every
-    assert _bundles(api, namespace="other/ns") == []
+    r = api.get("/bundles", params={"namespace": "other/ns"})  # issue 49: not an empty list
+    assert r.status_code == 404 and r.json()["error"] == "UnknownNamespace"
     detail = api.get(f"/bundles/{every[0]['bundle']}").json()
     assert detail["owner"] == every[0]["owner"]
     assert {"shortTermData", "longTermData"} <= set(detail["bundleData"])

@@ -38,8 +38,10 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _loadmgr(*argv: str, debug: bool = False) -> subprocess.CompletedProcess[str]:
+def _loadmgr(*argv: str, debug: bool = False, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
     env.pop("LOADMGR_DEBUG", None)
     env["LOADMGR_LOG_LEVEL"] = "DEBUG" if debug else "INFO"
     return subprocess.run(
@@ -61,14 +63,18 @@ def test_replay_skips_damaged_files_without_java_output(damaged: Path) -> None:
     assert "BalancedShedder" in proc.stdout
 
 
-def test_longterm_skips_damaged_files_without_java_output(damaged: Path) -> None:
+def test_longterm_skips_damaged_files_without_java_output(damaged: Path, tmp_path: Path) -> None:
     proc = _loadmgr(
         "longterm", "--history", str(damaged), "--from", "2024-03-09", "--to", "2024-03-11", "--dry-run",
-        "--master", "local[1]",
+        "--master", "local[1]", tmp=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert JAVA.search(proc.stderr) is None, proc.stderr[-3000:]
     assert "dry run" in proc.stderr
+    # issue 49: a dry run prints what it computed, and a clean run leaves no JVM log behind
+    assert proc.stdout.splitlines()[0].split()[:2] == ["bundle", "samples"], proc.stdout
+    assert len(proc.stdout.splitlines()) > 1
+    assert list(tmp_path.glob("loadmgr-spark-*.log")) == []
 
 
 def test_java_output_shows_at_debug_level(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -150,7 +150,9 @@ def test_reads(client: TestClient, svc: FakeService) -> None:
     assert client.get("/brokers/nope").status_code == 404
     assert len(client.get("/bundles").json()) == 4
     assert [r["bundle"] for r in client.get("/bundles", params={"broker": "b2"}).json()] == [svc.bundles[3]]
-    assert client.get("/bundles", params={"namespace": "other/ns"}).json() == []
+    # issue 49: a namespace without bundles is the caller's mistake, not an empty list
+    assert client.get("/bundles", params={"namespace": "other/ns"}).status_code == 404
+    assert client.get("/bundles", params={"namespace": "public"}).status_code == 422
     detail = client.get(f"/bundles/{svc.bundles[0]}").json()
     assert detail["owner"] == "b1" and "shortTermData" in detail["bundleData"]
     r = client.get("/bundles/public/default/0x00000000_0x00000001")

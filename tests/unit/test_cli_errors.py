@@ -216,4 +216,4 @@ def test_namespaces_without_zookeeper_is_one_line_on_stderr() -> None:
     assert proc.returncode == 1, proc
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert proc.stderr.startswith("loadmgr: cannot connect to ZooKeeper at 127.0.0.1:"), proc.stderr
+    assert proc.stderr.startswith("loadmgr: no ZooKeeper answers at 127.0.0.1:"), proc.stderr

@@ -67,7 +67,10 @@ def test_serve_without_pyarrow_says_how_to_get_history_or_turn_it_off(
     """The server image may lack the history extra: one clear line and exit 2, never a traceback."""
     monkeypatch.setitem(sys.modules, "pyarrow", None)  # makes `import pyarrow` fail
     monkeypatch.delitem(sys.modules, "service.longterm.history", raising=False)
-    args = _serve_args("--zk", "127.0.0.1:9", "--port", "0")
-    assert args.func(args) == 2
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as zk:  # something answers where ZooKeeper is named
+        args = _serve_args("--zk", f"127.0.0.1:{zk.getsockname()[1]}", "--port", "0")
+        assert args.func(args) == 2
     err = capsys.readouterr().err
     assert "pyarrow" in err and "loadmgr[history]" in err and "--no-history" in err

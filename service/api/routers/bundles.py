@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request, Response
 
 from balancer.bundles import namespace_of
+from balancer.errors import InvalidInput, UnknownNamespace
 from service.api import links, paging, views
 from service.api.deps import Mutation, PrincipalDep, ServiceDep
 from service.api.schemas import BundleDetail, BundleSummary, ErrorBody, SplitRequest, UnloadRequest
@@ -28,8 +29,8 @@ _MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
 @router.get(
     "",
     response_model=list[BundleSummary],
-    responses={**links.response(links.BUNDLE_LIST), 422: {"model": ErrorBody}},
-    summary="List bundles, optionally by namespace or broker",
+    responses={**links.response(links.BUNDLE_LIST), 404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    summary="List bundles, optionally by namespace (404 for one that has no bundles) or broker",
 )
 def list_bundles(
     service: ServiceDep,
@@ -49,6 +50,8 @@ def list_bundles(
     view = service.view()
     owners = views.owners(view)
     names = views.all_bundles(view)  # sorted by name
+    if namespace is not None:
+        _known_namespace(namespace, names)
     start = 0 if cursor is None else bisect.bisect_right(names, paging.decode_cursor("bundle", cursor))
     rows: list[dict[str, Any]] = []
     for bundle in names[start:]:
@@ -62,6 +65,17 @@ def list_bundles(
             break
         rows.append(views.bundle_summary(view, bundle, owner))
     return rows
+
+
+def _known_namespace(namespace: str, names: list[str]) -> None:
+    """A namespace filter that can match nothing is the caller's mistake, said as one (an empty list
+    would read as "this namespace has no bundles"): InvalidInput for a malformed name, UnknownNamespace
+    for one without bundles."""
+    parts = namespace.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise InvalidInput("namespace", namespace, "expected tenant/namespace, e.g. public/default")
+    if not any(namespace_of(b) == namespace for b in names):
+        raise UnknownNamespace(namespace)
 
 
 @router.post(

@@ -122,10 +122,10 @@ class JsonZk:
             self.stop()
             if self.client.login_refused:
                 raise self._login_refused() from None
-            how = "TLS " if self.security.tls else ""
+            # describe() names the transport (TLS or plain TCP): said once
             raise StoreUnavailable(
-                f"cannot connect to ZooKeeper at {self.hosts} over {how or 'plain '}TCP "
-                f"as {self.security.describe()}: {type(e).__name__}"
+                f"cannot connect to ZooKeeper at {self.hosts} as {self.security.describe()}: "
+                f"{type(e).__name__}"
             ) from None
         try:
             self._first_requests(deadline)
