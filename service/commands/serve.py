@@ -194,9 +194,10 @@ def _serve(args: argparse.Namespace) -> int:
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per admin call is noise
     warning = check_exposure(settings)
-    check_before_start(settings)  # before the election: an address or certificate that cannot serve
-    # A broker.conf Java would refuse fails here, in one line, before anything else is said or started.
+    # A broker.conf Java would refuse fails here, in one line, before anything else is said or started:
+    # a local file's mistake is named before any remote is probed.
     config = settings.load_balancer_config(dict(os.environ))
+    check_before_start(settings)  # before the election: an address or certificate that cannot serve
     if warning is not None:
         # printed, not logged: it must show whatever the log level
         print(warning, file=sys.stderr, flush=True)
