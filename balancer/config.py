@@ -68,6 +68,8 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "minUnloadMessage": _COUNT,
     "minUnloadMessageThroughput": _COUNT,
     "maxUnloadBundleNumPerShedding": (-1, JAVA_INT_MAX, "bundles per call; -1 means no cap"),
+    "loadBalancerBalancedShedderUnderloadedMultiplier": (0.0, 1.0, "a fraction; 0 turns the rule off"),
+    "loadBalancerBalancedShedderPlannerTimeLimitSeconds": (0.01, 3600.0, "seconds, 0.01 to an hour"),
     "loadBalancerAvgShedderLowThreshold": _PCT,
     "loadBalancerAvgShedderHighThreshold": _PCT,
     "loadBalancerAvgShedderHitCountLowThreshold": _COUNT,
@@ -164,6 +166,18 @@ class LoadBalancerConfig(BaseModel):
     # program (HiGHS through scipy) decides which bundles, where it finds a cheaper plan.
     loadBalancerBalancedShedderPlanner: Literal["fill", "leastMove"] = _dyn(
         "leastMove", "BalancedShedder's plan: leastMove (least-move program on the water-fill) or fill"
+    )
+    # loadmgr's own key, named like Pulsar's (TransferShedder has no key for it: its multiplier is
+    # min(0.5, loadBalancerBrokerLoadTargetStd / 2)). A broker whose msg rate and throughput, per unit of
+    # its capacity, are both below this fraction of the busiest broker's (or that owns no bundles) is a
+    # joining broker: the next cycle fills it, whatever its idle JVM's CPU says. 0 turns the rule off.
+    loadBalancerBalancedShedderUnderloadedMultiplier: float = _dyn(
+        0.25, "BalancedShedder: a broker under this fraction of the busiest's traffic is filled at once"
+    )
+    # The least-move planner's wall-clock budget per cycle (HiGHS's time limit); when it runs out the
+    # water-fill's plan stands. A cycle that plans spends ~0.1-0.8 s there on the bench's clusters.
+    loadBalancerBalancedShedderPlannerTimeLimitSeconds: float = _dyn(
+        2.0, "BalancedShedder: least-move planner's time limit per cycle, seconds (then the fill)"
     )
     atLeastOneBundleSelected: bool = _dyn(True, "Unload at least one bundle (Overload/Threshold)")
     namespaceBundleUnloadingTimeoutMs: int = _dyn(60000, "Time allowed to unload one bundle, ms")

@@ -140,6 +140,27 @@ def _scale_out(r: random.Random) -> dict[str, Any]:
     return d
 
 
+def _join(r: random.Random) -> dict[str, Any]:
+    """1-3 brokers join a loaded cluster at cycle 3, every broker's idle JVM reading 10-25 % CPU (issue
+    46): the joining broker's report is not near 0, and the cluster's traffic is a few tens of points
+    above that floor, so its gap to the target may be under the fast path's 20 points."""
+    d = _base(r, 12)
+    n = r.randint(3, 10)
+    floor = r.uniform(10.0, 25.0)
+    d["groups"][0].update(count=n, load=r.uniform(5.0, 35.0), background=floor)
+    d["groups"].append(
+        {
+            "prefix": "new",
+            "count": r.randint(1, 3),
+            "bundles": 0,
+            "join_at": 3,
+            "background": floor * r.uniform(0.9, 1.1),
+        }
+    )
+    d["disturbance_at"] = 3
+    return d
+
+
 def _scale_in(r: random.Random) -> dict[str, Any]:
     d = _base(r, 20)
     n = r.randint(4, 12)
@@ -281,6 +302,12 @@ FAMILIES: dict[str, Family] = {
             "heterogeneous", "random capacity mixes, big ones under-filled", _heterogeneous, least_cost=True
         ),
         Family("scale_out", "random number of empty brokers join at cycle 3", _scale_out, least_cost=True),
+        Family(
+            "join",
+            "1-3 brokers join at cycle 3, every broker's idle CPU at 10-25 %",
+            _join,
+            least_cost=True,
+        ),
         Family("scale_in", "up to a third of the brokers leave at cycle 3", _scale_in, least_cost=True),
         Family(
             "loss_return", "1-3 brokers go down for 2-10 minutes and return", _loss_return, least_cost=True
