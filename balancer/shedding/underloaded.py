@@ -43,4 +43,3 @@ def joining(load: LoadData, v: View, multiplier: float, brokers: list[str]) -> d
                 f" capacity, both below {multiplier:g} (loadBalancerBalancedShedderUnderloadedMultiplier)"
             )
     return out
-

@@ -284,6 +284,36 @@ def _drift(r: random.Random) -> dict[str, Any]:
     return d
 
 
+def _drift_flap(r: random.Random) -> dict[str, Any]:
+    """An uneven start whose traffic on 1-3 brokers creeps up (or down) while one broker flaps: down for
+    1-2 cycles, back empty, 3-4 times (issue 49: unseen, BalancedShedder ended balanced in 28 of 30)."""
+    d = _base(r, 45)
+    g = d["groups"][0]
+    n = r.randint(5, 12)
+    g.update(count=n, load=r.uniform(25, 50), load_spread=r.uniform(0.15, 0.35))
+    step = r.uniform(1.015, 1.035)
+    events: list[dict[str, Any]] = [
+        {
+            "type": "traffic_step",
+            "at": r.randint(3, 8),
+            "every": r.randint(1, 2),
+            "times": r.randint(8, 12),
+            "broker_index": r.sample(range(1, n), r.randint(1, min(3, n - 1))),
+            "fraction": 1.0,
+            "factor": step if r.random() < 0.6 else 1 / step,
+        }
+    ]
+    at = r.randint(3, 6)
+    for _ in range(r.randint(3, 4)):
+        down = r.randint(1, 2)
+        # A restart of one broker, the first by name each time: the same broker flaps.
+        events.append({"type": "rolling_restart", "at": at, "count": 1, "down_for": down})
+        at += down + r.randint(2, 4)
+    d["events"] = events
+    d["disturbance_at"] = at
+    return d
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -336,6 +366,12 @@ FAMILIES: dict[str, Family] = {
             _drift,
             reachable_claim=True,
             fewest_at_end=True,
+        ),
+        Family(
+            "drift_flap",
+            "uneven start, 1-3 brokers' traffic creeping while one broker flaps down and up 3-4 times",
+            _drift_flap,
+            reachable_claim=True,
         ),
     )
 }
