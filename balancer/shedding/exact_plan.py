@@ -57,11 +57,11 @@ def exact_plan(
     solves: Solves | None = None,
 ) -> Plan | None:
     """The planner's plan, its moves weighted in traffic as the fill's are, where it reaches the fill's
-        msg-rate balance for less msg rate, or a better balance where the fill's is beyond EXACT_AIM; else
-        None and the fill's plan stands. ``start`` holds the traffic-implied levels before any move, ``ranked``
-        the fill's rankings (its moves popped off them), ``reported`` the levels the report guard compares
-    (each broker's reported utilisation, or what stands for it: the fill's; ``v.util`` when None).
-    ``time_limit`` (seconds) is shared among the solves, so a cycle's planning stays within it; once a
+    msg-rate balance for less msg rate, or a better balance where the fill's is beyond EXACT_AIM; else
+    None and the fill's plan stands. ``start`` holds the traffic-implied levels before any move,
+    ``ranked`` the fill's rankings (its moves popped off them), ``reported`` the levels the report guard
+    compares (each broker's reported utilisation, or what stands for it: the fill's; ``v.util`` when
+    None). ``time_limit`` (seconds) is shared among the solves, so a cycle's planning stays within it; once a
     solve runs out of it, None (``solves`` says so)."""
     if len(participants) < 2 or spread([start[b] for b in participants]) <= 1.0:
         return None
