@@ -51,12 +51,12 @@ def test_a_broker_with_a_trickle_of_traffic_below_the_fraction_is_joining() -> N
     s = BalancedShedder()
     first = s.find_bundles_for_unloading(joined(new_rates=[50.0, 50.0]), CONFIG)
     assert set(first.destinations.values()) == {"new"}
-    assert "below 0.25" in first.brokers["new"].message
+    assert "below 0.125" in first.brokers["new"].message
     assert KEY in first.brokers["new"].message
 
 
 def test_a_broker_above_the_fraction_is_not_joining() -> None:
-    # 3,000 msg/s against the busiest's 12,000: 25 %, not below it; within the band: nothing moves.
+    # 3,000 msg/s against the busiest's 12,000: 25 %, not below 0.125; within the band: nothing moves.
     s = BalancedShedder()
     first = s.find_bundles_for_unloading(joined(new_cpu=22.0, new_rates=[1000.0] * 3), CONFIG)
     assert first.brokers["new"].numbers["joinRule"] is False
@@ -64,14 +64,14 @@ def test_a_broker_above_the_fraction_is_not_joining() -> None:
 
 
 def _light_small_broker(cpu_noise: float) -> LoadData:
-    """Four brokers at ~40 %: three big ones and a small one (a fifth of their capacity) carrying a
-    fifth of their traffic: light by traffic, balanced by utilisation."""
+    """Four brokers at ~40 %: three big ones and a small one (a tenth of their capacity) carrying a
+    tenth of their traffic: light by traffic, balanced by utilisation."""
     load = LoadData()
     for name, cpu, rates in (
         ("a", 40.0 + cpu_noise, [1000.0] * 20),
         ("b", 40.0 - cpu_noise, [1000.0] * 20),
         ("c", 40.0, [1000.0] * 20),
-        ("small", 40.0 + cpu_noise / 2, [1000.0] * 4),
+        ("small", 40.0 + cpu_noise / 2, [1000.0] * 2),
     ):
         local = LocalBrokerData(cpu=ResourceUsage(usage=cpu, limit=100.0))
         for i, r in enumerate(rates):
@@ -87,7 +87,7 @@ def _light_small_broker(cpu_noise: float) -> LoadData:
 
 
 def test_a_legitimately_light_broker_that_is_not_new_never_flaps() -> None:
-    # Its traffic is 20 % of the busiest's, below the fraction; per unit of its capacity it is as busy
+    # Its traffic is 10 % of the busiest's, below the fraction; per unit of its capacity it is as busy
     # as the others, so the rule does not fire, and 40 quiet cycles move nothing.
     s = BalancedShedder()
     counts = []
