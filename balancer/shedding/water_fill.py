@@ -216,7 +216,10 @@ def water_fill(
         # Whatever the program's edges allowed, a plan that sends a bundle from a less to a more
         # utilised broker, by the reports this cycle decided on or by traffic-implied level, is not
         # taken (issue 49: one such move in two of five seeds of an unseen scenario; the fill made none).
-        uphill = [] if plan is None else uphill_moves(plan.moves, v.util)
+        # A joining broker's report is its idle floor: its traffic-implied level stands for it, as in
+        # the fill's guard (join #15: a plan refused for a new broker reporting 24.5 % beside a source at
+        # 24.5 %, its floor 21 % against the source's 20 %, and the fill's plan left it at 1.37).
+        uphill = [] if plan is None else uphill_moves(plan.moves, start_used)
         uphill += [] if plan is None else uphill_moves(plan.moves, start_levels)
         if uphill:
             out.notes["planner"] = f"fill: the least-move plan moved uphill ({uphill[0]})"
