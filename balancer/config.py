@@ -69,6 +69,8 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "minUnloadMessage": _COUNT,
     "minUnloadMessageThroughput": _COUNT,
     "maxUnloadBundleNumPerShedding": (-1, JAVA_INT_MAX, "bundles per call; -1 means no cap"),
+    "loadBalancerBalancedShedderUnderloadedMultiplier": (0.0, 1.0, "a fraction; 0 turns the rule off"),
+    "loadBalancerBalancedShedderPlannerTimeLimitSeconds": (0.01, 3600.0, "seconds, 0.01 to an hour"),
     "loadBalancerAvgShedderLowThreshold": _PCT,
     "loadBalancerAvgShedderHighThreshold": _PCT,
     "loadBalancerAvgShedderHitCountLowThreshold": _COUNT,
@@ -165,6 +167,22 @@ class LoadBalancerConfig(BaseModel):
     # program (HiGHS through scipy) decides which bundles, where it finds a cheaper plan.
     loadBalancerBalancedShedderPlanner: Literal["fill", "leastMove"] = _dyn(
         "leastMove", "BalancedShedder's plan: leastMove (least-move program on the water-fill) or fill"
+    )
+    # loadmgr's own key, named like Pulsar's (TransferShedder has no key for it: its multiplier is
+    # min(0.5, loadBalancerBrokerLoadTargetStd / 2), 0.125 at Pulsar's defaults). A broker whose msg
+    # rate and throughput, per unit of its capacity, are both below this fraction of the busiest
+    # broker's (or that owns no bundles) is a joining broker: the next cycle fills it, whatever its idle
+    # JVM's CPU says. 0 turns the rule off. 0.125, as Pulsar's: with nothing moving, brokers owning
+    # bundles came below 0.25 in spikes 1 of 30 instances (a 1-3 minute spike) and waves_opposite's
+    # troughs reach 0.265; below 0.125 in no family balanced on average (instances 0..29, BENCHMARKS).
+    loadBalancerBalancedShedderUnderloadedMultiplier: float = _dyn(
+        0.125, "BalancedShedder: a broker under this fraction of the busiest's traffic is filled at once"
+    )
+    # The least-move planner's wall-clock budget per cycle (HiGHS's time limit); when it runs out the
+    # water-fill's plan stands. A cycle that plans spends ~0.1-0.8 s there on the bench's clusters on a
+    # quiet machine; 2 s ran out on a 700-bundle test cluster with the machine's load at 12 on 2 cores.
+    loadBalancerBalancedShedderPlannerTimeLimitSeconds: float = _dyn(
+        5.0, "BalancedShedder: least-move planner's time limit per cycle, seconds (then the fill)"
     )
     atLeastOneBundleSelected: bool = _dyn(True, "Unload at least one bundle (Overload/Threshold)")
     namespaceBundleUnloadingTimeoutMs: int = _dyn(60000, "Time allowed to unload one bundle, ms")

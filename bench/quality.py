@@ -37,6 +37,7 @@ from balancer.sim.plan_cost import Recording, plan_costs  # noqa: E402
 HEADING = "## Balancing quality over scenario families (issue 19)"
 # BalancedShedder's plan -> the section its run writes: the planner-on run never replaces the default's.
 PLANNER_KEY = "loadBalancerBalancedShedderPlanner"
+TIME_LIMIT_KEY = "loadBalancerBalancedShedderPlannerTimeLimitSeconds"
 HEADINGS = {
     "exact": HEADING,
     "fill": "## Balancing quality with the water-fill alone (the least-move planner off; issue 31)",
@@ -48,6 +49,9 @@ def use_planner(name: str) -> None:
     default, ``balancer/shedding/least_move.py``, issue 31) or the fill's alone, through the
     key an operator sets, ``loadBalancerBalancedShedderPlanner``."""
     PAIRS["BalancedShedder"].config[PLANNER_KEY] = "leastMove" if name == "exact" else "fill"
+    # Seeded runs give the same rows whatever the machine's load (``--rows-from`` relies on it): the
+    # planner's wall-clock limit, which a shared machine can reach, is set beyond any solve here.
+    PAIRS["BalancedShedder"].config[TIME_LIMIT_KEY] = 600.0
 
 
 def require_planner(ap: argparse.ArgumentParser, name: str) -> None:

@@ -20,7 +20,7 @@ The full rules and the reasons are in ``docs/strategy.md``.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from balancer.config import LoadBalancerConfig
 from balancer.explain import Explanation, explain
@@ -29,7 +29,9 @@ from balancer.placement.base import PlacementChoice, planned_or_none_left
 from balancer.shedding.balanced_placement import largest_first, least_projected, re_placement
 from balancer.shedding.base import SheddingResult
 from balancer.shedding.capacity import View, build_view
+from balancer.shedding.exact_plan import PlannerBudget
 from balancer.shedding.selection import ResultBuilder
+from balancer.shedding.underloaded import joining
 from balancer.shedding.water_fill import even_spread, reach_of, water_fill
 
 # Slow drift: a broker sitting at the edge of the band flips in and out of it with the noise, which
@@ -99,6 +101,9 @@ class BalancedShedder:
     # with it every claim passes, without it the per-plan cost claim fails in five families;
     # BENCHMARKS). Not None: that, whatever the key says (tests pin the fill's own rules with False).
     exact: bool | None = None
+    # The clock the least-move planner's time is reported by: the service sets one (the pure core reads
+    # none), the simulator need not (its explanations then carry no time, its plans are the same).
+    clock: Callable[[], float] | None = None
 
     def __init__(self) -> None:
         self.hits: dict[str, int] = {}  # consecutive out-of-band calls, signed: + over, - under
@@ -174,6 +179,10 @@ class BalancedShedder:
         under: list[str] = []
         in_band: list[str] = []
         triggered_over = triggered_under = False
+        # The join rule (balancer.shedding.underloaded): judged on traffic, it fires on one report.
+        multiplier = config.loadBalancerBalancedShedderUnderloadedMultiplier
+        join_rule = joining(load, v, multiplier, list(v.util))
+        joined: set[str] = set()
         for b, u in v.util.items():
             gap = u - v.target
             implied_gap = v.implied(b) - v.traffic_target
@@ -222,11 +231,16 @@ class BalancedShedder:
             # swing, and it is how a broker our own move overshot (its side history then looks like a
             # swing) gets refilled.
             by_hits = abs(hits) >= need and not swinging
-            fired = by_hits or drifted
+            # A joining broker is a destination now: its idle JVM's CPU may sit within the fast path's
+            # gap of the target (issue 46: 18 % against 23-31 %, filled after 8 cycles).
+            join_why = join_rule.get(b) if implied_gap < 0 else None
+            if join_why is not None:
+                joined.add(b)
+            fired = by_hits or drifted or join_why is not None
             # The side a broker fired on is its traffic's when only the drift count fired it: one noisy
             # report could put it above the target while its traffic was under, and it became a source
             # with nothing to give instead of a destination (skewed_sizes #11 ended at 1.19).
-            lean = implied_gap if drifted and not by_hits else gap
+            lean = implied_gap if (drifted or join_why) and not by_hits else gap
             triggered_over |= fired and lean > 0
             triggered_under |= fired and lean < 0
             if lean > tol:
@@ -238,7 +252,9 @@ class BalancedShedder:
             out.broker(
                 b,
                 "triggered" if fired else "in_band" if side == 0 else "counting",
-                f"swinging: beyond the band on the other side within {swing_window} calls"
+                join_why
+                if join_why and not by_hits
+                else f"swinging: beyond the band on the other side within {swing_window} calls"
                 if swinging
                 else "out of band long enough"
                 if abs(hits) >= need
@@ -256,7 +272,10 @@ class BalancedShedder:
                 drift=drift,
                 driftNeeded=drift_need,
                 capacity=v.capacity[b],
+                joinRule=join_why is not None,
             )
+        if join_rule:
+            out.notes["joining"] = len(join_rule)
         if not (triggered_over or triggered_under):
             return out.build(target=v.target, band=band)
         spread = v.spread()
@@ -295,7 +314,20 @@ class BalancedShedder:
         reach = reach_of(v, tol)
         exact = config.loadBalancerBalancedShedderPlanner == "leastMove" if self.exact is None else self.exact
         left = water_fill(
-            load, v, sources, dests, tol, out, allowed, others, sides, (triggered, band), reach, exact
+            load,
+            v,
+            sources,
+            dests,
+            tol,
+            out,
+            allowed,
+            others,
+            sides,
+            (triggered, band),
+            reach,
+            exact,
+            frozenset(joined),
+            PlannerBudget(config.loadBalancerBalancedShedderPlannerTimeLimitSeconds, self.clock),
         )
         for b in list(out.unloads) + list(set(out.destinations.values())):
             self.touched[b] = self.calls

@@ -122,13 +122,15 @@ def build_view(
         tps[broker] = local.msg_throughput
     rate_unit, tp_unit = 1.0, BYTES_PER_UNIT
     traffic = {b: rates[b] / rate_unit + tps[b] / tp_unit for b in util}
-    min_util = max(MIN_UTIL, MIN_UTIL_OF_MEAN * sum(util.values()) / max(1, len(util)))
+    mean_util = sum(util.values()) / max(1, len(util))
+    min_util = max(MIN_UTIL, MIN_UTIL_OF_MEAN * mean_util)
+    idle = _idle(rates, tps, util, mean_util, config)
     low: dict[str, float] = {}  # samples of under-filled brokers: lower bounds on their capacity
     for b, u in util.items():
         fresh = touched.get(b, -10) < calls - 1
-        if learn and fresh and MIN_UTIL < u <= min_util and traffic[b] > 0:
+        if learn and fresh and (MIN_UTIL < u <= min_util or (b in idle and u > MIN_UTIL)) and traffic[b] > 0:
             low[b] = traffic[b] / u
-        if learn and fresh and u > min_util and traffic[b] > 0:
+        if learn and fresh and u > min_util and b not in idle and traffic[b] > 0:
             sample = traffic[b] / u
             old = estimates.get(b)
             if old is not None and abs(sample / old - 1) > OUTLIER:
@@ -157,3 +159,23 @@ def build_view(
     target = sum(util[b] * capacity[b] for b in util) / total_c
     traffic_target = sum(traffic.values()) / total_c
     return View(util, traffic, capacity, target, traffic_target, rate_unit, tp_unit)
+
+
+def _idle(
+    rates: dict[str, float],
+    tps: dict[str, float],
+    util: dict[str, float],
+    mean_util: float,
+    config: LoadBalancerConfig,
+) -> set[str]:
+    """Brokers whose usage is mostly their idle floor: msg rate and throughput both below the join
+    rule's fraction of the busiest broker's, and usage below the mean by more than half the band. Their
+    traffic / usage says little about their capacity (a new broker with health-check traffic at 18 %
+    looked like a broker of a sixtieth of the others' capacity, as busy as they were), so it may raise
+    their estimate, never lower it. A small broker balanced by utilisation is near the mean: sampled."""
+    m = config.loadBalancerBalancedShedderUnderloadedMultiplier
+    if m <= 0 or not util:
+        return set()
+    top_rate, top_tp = max(rates.values()), max(tps.values())
+    below = mean_util - config.loadBalancerAvgShedderLowThreshold / 4
+    return {b for b, u in util.items() if rates[b] < m * top_rate and tps[b] <= m * top_tp and u < below}

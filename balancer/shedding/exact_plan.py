@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from balancer.models import LoadData
 from balancer.shedding.capacity import View
@@ -27,6 +28,7 @@ from balancer.shedding.least_move import (
     DESTINATIONS_EACH,
     MAX_EDGES,
     Plan,
+    Solves,
     least_move_plan,
     spread,
 )
@@ -50,11 +52,17 @@ def exact_plan(
     allowed: Callable[[str, str], bool] | None,
     quiet_pairs: tuple[set[str], float] | None,
     min_gradient: float,
+    reported: dict[str, float] | None = None,
+    time_limit: float | None = None,
+    solves: Solves | None = None,
 ) -> Plan | None:
     """The planner's plan, its moves weighted in traffic as the fill's are, where it reaches the fill's
     msg-rate balance for less msg rate, or a better balance where the fill's is beyond EXACT_AIM; else
-    None and the fill's plan stands. ``start`` holds the traffic-implied levels before any move, ``ranked``
-    the fill's rankings (its moves popped off them)."""
+    None and the fill's plan stands. ``start`` holds the traffic-implied levels before any move,
+    ``ranked`` the fill's rankings (its moves popped off them), ``reported`` the levels the report guard
+    compares (each broker's reported utilisation, or what stands for it: the fill's; ``v.util`` when
+    None). ``time_limit`` (seconds) is shared among the solves, so a cycle's planning stays within it; once a
+    solve runs out of it, None (``solves`` says so)."""
     if len(participants) < 2 or spread([start[b] for b in participants]) <= 1.0:
         return None
     if len(participants) * 2 * CANDIDATES_EACH_END * DESTINATIONS_EACH > MAX_EDGES:
@@ -93,7 +101,8 @@ def exact_plan(
         def quiet(s: str, d: str) -> bool:
             return start[s] - start[d] < gap and not fired & {s, d}
 
-    used = {b: v.util[b] for b in participants}
+    used = {b: (v.util if reported is None else reported)[b] for b in participants}
+    share = None if time_limit is None or not aims else time_limit / len(aims)
     for aim in aims:
         plan = least_move_plan(
             levels,
@@ -108,7 +117,11 @@ def exact_plan(
             quiet=quiet,
             min_gradient=min_gradient,
             guard=(start, traffic),
+            time_limit=share,
+            solves=solves,
         )
+        if solves is not None and solves.timed_out:
+            return None
         # At the fill's balance the planner's plan must be cheaper by the measure the program chose it
         # by, its charge per unload included: by moved rate alone, a plan within the solver's gap
         # could replace one of the fill's moves with two smaller ones.
@@ -119,6 +132,25 @@ def exact_plan(
             moves = [(s, n, d, traffic[n]) for s, n, d, _r in plan.moves]
             return Plan(moves, plan.levels, plan.moved, aim)
     return None
+
+
+@dataclass(frozen=True)
+class PlannerBudget:
+    """The planner's limits in one cycle: HiGHS's time limit (seconds, shared among its solves) and the
+    clock its time is reported by (injected: the pure core reads no clock; without one, no time)."""
+
+    time_limit: float | None = None
+    clock: Callable[[], float] | None = None
+
+
+def uphill_moves(moves: list[tuple[str, str, str, float]], reported: dict[str, float]) -> list[str]:
+    """The moves (as "bundle: source u% -> destination u%") whose source was less utilised than their
+    destination at decision time, by the reports the cycle decided on (or what stands for them)."""
+    return [
+        f"{bundle}: {s} {reported[s]:.1f}% -> {d} {reported[d]:.1f}%"
+        for s, bundle, d, _w in moves
+        if reported[s] < reported[d]
+    ]
 
 
 def _rate(load: LoadData, broker: str, bundle: str) -> float:

@@ -19,14 +19,17 @@ placement's filters let it go to (even distribution), never between a quiet pair
 allowed (a hot broker's big bundle to the broker with most room, that broker's smaller ones on to
 lower ones): a bundle bigger than any destination's room then moves, where the fill left it.
 
-The work limit is HiGHS's node count and the problem's size, never wall-clock, so a plan does not
-depend on how loaded the machine is. No solution within it, or no scipy: the fill's plan stands.
+The work limit is HiGHS's node count and the problem's size, so that a plan does not depend on how
+loaded the machine is; a wall-clock limit (HiGHS's own timer, the operator's key) bounds a cycle's time
+besides, and a solve it stops is not used (issue 49: what a loaded machine cuts short would differ from
+run to run). No solution within the limits, or no scipy: the fill's plan stands. HiGHS prints nothing
+(``disp`` off).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Candidates per participant: its this-many largest and smallest movable bundles. Issue 31's run on
 # instances 0..19 of five least-cost families: 3 candidates, 4 destinations and 20 nodes left per-run
@@ -60,6 +63,15 @@ class Plan:
     charge: float = 0.0  # what the program charged per unload, in the unit of ``moved``
 
 
+@dataclass
+class Solves:
+    """What the planner's solves in one cycle did: how many ran, and whether the time limit stopped one."""
+
+    count: int = 0
+    timed_out: bool = False
+    statuses: list[int] = field(default_factory=list)
+
+
 def spread(levels: list[float]) -> float:
     """Max/min of ``levels`` (infinite where the lowest is 0 or there are none)."""
     lo = min(levels) if levels else 0.0
@@ -80,6 +92,8 @@ def least_move_plan(
     quiet: Callable[[str, str], bool] | None = None,
     min_gradient: float = 0.0,
     guard: tuple[dict[str, float], dict[str, float]] | None = None,
+    time_limit: float | None = None,
+    solves: Solves | None = None,
 ) -> Plan | None:
     """The cheapest plan found within the work limit that keeps every participant's level
     (``levels``, after the plan) and the ``others``' fixed levels within max/min ``aim``; None
@@ -91,7 +105,8 @@ def least_move_plan(
     are in (``levels[b]`` = b's total / ``capacity[b]``); ``used`` its reported utilisation;
     ``quiet(s, d)`` says a pair may not exchange anything. ``guard`` = (traffic-implied levels,
     each bundle's traffic) where the plan is in another unit (msg rate): a move must not invert its
-    pair by those either."""
+    pair by those either. ``time_limit``: seconds HiGHS may spend (by its own clock); a solve it stops
+    gives None, and ``solves`` records that."""
     try:
         import numpy as np
         from scipy.optimize import Bounds, LinearConstraint, milp
@@ -172,6 +187,9 @@ def least_move_plan(
     m_hi = min(others) if others else max(levels[b] for b in participants)
     if m_lo > m_hi:
         return None
+    options: dict[str, float | bool] = {"node_limit": NODE_LIMIT, "mip_rel_gap": MIP_GAP, "disp": False}
+    if time_limit is not None:
+        options["time_limit"] = max(1e-3, time_limit)
     integrality = np.ones(ne + 1)
     integrality[m_col] = 0
     res = milp(
@@ -179,8 +197,16 @@ def least_move_plan(
         constraints=LinearConstraint(a, lo, hi),
         integrality=integrality,
         bounds=Bounds(np.r_[np.zeros(ne), m_lo], np.r_[np.ones(ne), m_hi]),
-        options={"node_limit": NODE_LIMIT, "mip_rel_gap": MIP_GAP},
+        options=options,
     )
+    if solves is not None:
+        solves.count += 1
+        solves.statuses.append(int(res.status))
+    if res.status == 1 and "time limit" in str(res.message).lower():
+        # Whatever HiGHS had found by then depends on the machine's load: not a plan to act on.
+        if solves is not None:
+            solves.timed_out = True
+        return None
     if res.x is None:
         return None
     after = {b: levels[b] for b in participants}

@@ -140,6 +140,27 @@ def _scale_out(r: random.Random) -> dict[str, Any]:
     return d
 
 
+def _join(r: random.Random) -> dict[str, Any]:
+    """1-3 brokers join a loaded cluster at cycle 3, every broker's idle JVM reading 10-25 % CPU (issue
+    46): the joining broker's report is not near 0, and the cluster's traffic is a few tens of points
+    above that floor, so its gap to the target may be under the fast path's 20 points."""
+    d = _base(r, 12)
+    n = r.randint(3, 10)
+    floor = r.uniform(10.0, 25.0)
+    d["groups"][0].update(count=n, load=r.uniform(5.0, 35.0), background=floor)
+    d["groups"].append(
+        {
+            "prefix": "new",
+            "count": r.randint(1, 3),
+            "bundles": 0,
+            "join_at": 3,
+            "background": floor * r.uniform(0.9, 1.1),
+        }
+    )
+    d["disturbance_at"] = 3
+    return d
+
+
 def _scale_in(r: random.Random) -> dict[str, Any]:
     d = _base(r, 20)
     n = r.randint(4, 12)
@@ -263,6 +284,36 @@ def _drift(r: random.Random) -> dict[str, Any]:
     return d
 
 
+def _drift_flap(r: random.Random) -> dict[str, Any]:
+    """An uneven start whose traffic on 1-3 brokers creeps up (or down) while one broker flaps: down for
+    1-2 cycles, back empty, 3-4 times (issue 49: unseen, BalancedShedder ended balanced in 28 of 30)."""
+    d = _base(r, 45)
+    g = d["groups"][0]
+    n = r.randint(5, 12)
+    g.update(count=n, load=r.uniform(25, 50), load_spread=r.uniform(0.15, 0.35))
+    step = r.uniform(1.015, 1.035)
+    events: list[dict[str, Any]] = [
+        {
+            "type": "traffic_step",
+            "at": r.randint(3, 8),
+            "every": r.randint(1, 2),
+            "times": r.randint(8, 12),
+            "broker_index": r.sample(range(1, n), r.randint(1, min(3, n - 1))),
+            "fraction": 1.0,
+            "factor": step if r.random() < 0.6 else 1 / step,
+        }
+    ]
+    at = r.randint(3, 6)
+    for _ in range(r.randint(3, 4)):
+        down = r.randint(1, 2)
+        # A restart of one broker, the first by name each time: the same broker flaps.
+        events.append({"type": "rolling_restart", "at": at, "count": 1, "down_for": down})
+        at += down + r.randint(2, 4)
+    d["events"] = events
+    d["disturbance_at"] = at
+    return d
+
+
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -281,6 +332,12 @@ FAMILIES: dict[str, Family] = {
             "heterogeneous", "random capacity mixes, big ones under-filled", _heterogeneous, least_cost=True
         ),
         Family("scale_out", "random number of empty brokers join at cycle 3", _scale_out, least_cost=True),
+        Family(
+            "join",
+            "1-3 brokers join at cycle 3, every broker's idle CPU at 10-25 %",
+            _join,
+            least_cost=True,
+        ),
         Family("scale_in", "up to a third of the brokers leave at cycle 3", _scale_in, least_cost=True),
         Family(
             "loss_return", "1-3 brokers go down for 2-10 minutes and return", _loss_return, least_cost=True
@@ -309,6 +366,12 @@ FAMILIES: dict[str, Family] = {
             _drift,
             reachable_claim=True,
             fewest_at_end=True,
+        ),
+        Family(
+            "drift_flap",
+            "uneven start, 1-3 brokers' traffic creeping while one broker flaps down and up 3-4 times",
+            _drift_flap,
+            reachable_claim=True,
         ),
     )
 }

@@ -39,6 +39,7 @@ SHARE_VS_BASE = 0.90
 COST_P95 = 1.3
 COST_MEDIAN = 1.1
 SCALE_OUT_CYCLES = 3
+JOIN_CYCLES = 3  # issue 46: a joining broker is filled within one or two cycles of its first report
 TOLERANCE = 0.01  # relative: closer than this counts as equal, as in the named-scenario bench
 
 # (key, heading) of the summarised metrics, lower is better for each.
@@ -319,6 +320,15 @@ def claims(rows: list[dict[str, Any]]) -> list[tuple[bool, str]]:
             (
                 good >= SHARE_BALANCED * len(rs),
                 f"scale_out balanced within {SCALE_OUT_CYCLES} cycles in {good}/{len(rs)} (want >= 95%)",
+            )
+        )
+    if "join" in fams:
+        rs = of("join")
+        good = sum(1 for r in rs if r["cycles"] <= JOIN_CYCLES)
+        out.append(
+            (
+                good >= SHARE_BALANCED * len(rs),
+                f"join balanced within {JOIN_CYCLES} cycles of the join in {good}/{len(rs)} (want >= 95%)",
             )
         )
     if "heterogeneous" in fams:

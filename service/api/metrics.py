@@ -99,6 +99,15 @@ class PrometheusMetrics:
             buckets=CYCLE_BUCKETS,
             registry=r,
         ).labels(cluster)
+        # BalancedShedder's least-move planner (HiGHS) within a cycle, where it ran: bounded by
+        # loadBalancerBalancedShedderPlannerTimeLimitSeconds, after which the fill's plan stands.
+        self.planner_seconds = Histogram(
+            "loadmgr_balanced_shedder_planner_duration_seconds",
+            "Wall time BalancedShedder's least-move planner spent in one shedding cycle.",
+            labels,
+            buckets=CYCLE_BUCKETS,
+            registry=r,
+        ).labels(cluster)
         # The cycle histogram above times the decision and its writes; this one a whole run as the
         # scheduler sees it (prefetch, waiting for the service lock, decide, write, publish): how much
         # later than one interval the next run starts (fixed delay, as Pulsar's LoadSheddingTask).
@@ -220,6 +229,9 @@ class PrometheusMetrics:
         if moves > 0:
             self.moves.inc(moves)
         self.last_cycle.set(time.time())
+
+    def planner_time(self, seconds: float) -> None:
+        self.planner_seconds.observe(max(0.0, seconds))
 
     def unloaded(self, reason: str) -> None:
         self.unloads.labels(self.cluster, reason or "unknown").inc()

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ from balancer.errors import ConfigError
 from balancer.explain import explain
 from balancer.placement.base import PlacementStrategy
 from balancer.placement.registry import create_placement
+from balancer.shedding.balanced import BalancedShedder
 from balancer.shedding.base import LoadSheddingStrategy
 from balancer.shedding.registry import create_shedder, short_name
 from service.errors import StaleWrite
@@ -216,6 +218,8 @@ def runnable(config: LoadBalancerConfig) -> LoadBalancerConfig:
 def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
     runnable(config)
     shedder = create_shedder(config.loadBalancerLoadSheddingStrategy)
+    if isinstance(shedder, BalancedShedder):
+        shedder.clock = time.perf_counter  # the planner's time, for its explanation and the metric
     return shedder, create_placement(config.loadBalancerLoadPlacementStrategy, shedder=shedder)
 
 

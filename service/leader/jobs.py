@@ -121,6 +121,9 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         reconciled = time.monotonic()
         plan = plan_shedding_cycle(self.view.load, config, shedder, placement, self.view.ctx, now, self.rng)
         decided = time.monotonic()
+        planner = plan.shedding.summary.numbers.get("plannerSeconds")
+        if isinstance(planner, (int, float)):
+            self.metrics.planner_time(float(planner))
         self._cycle_sources = set()
         unlocked_before = self.unlocked_s
         if isinstance(self.executor, ZkExecutor):

@@ -25,6 +25,7 @@ class MetricsSink(Protocol):
     """What the service reports to; :class:`service.api.metrics.PrometheusMetrics` implements it."""
 
     def cycle_finished(self, seconds: float, moves: int) -> None: ...
+    def planner_time(self, seconds: float) -> None: ...
     def unloaded(self, reason: str) -> None: ...
     def split_done(self, reason: str) -> None: ...
     def shedding_unloads(self, brokers: int, bundles: int) -> None: ...
@@ -44,6 +45,9 @@ class NoMetrics:
     """The default sink: does nothing."""
 
     def cycle_finished(self, seconds: float, moves: int) -> None:
+        pass
+
+    def planner_time(self, seconds: float) -> None:
         pass
 
     def unloaded(self, reason: str) -> None:

@@ -232,3 +232,17 @@ def test_pulsar_broker_label_is_the_advertised_host_unless_hosts_collide() -> No
     assert cpu == pytest.approx({"h1": 10.0, "h2:8080": 20.0, "h2:8081": 30.0})
     own = {"cluster": "c", "broker": "h1:8080"}  # loadmgr_* series keep the broker id
     assert m.registry.get_sample_value("loadmgr_broker_max_resource_usage_ratio", own) is not None
+
+
+def test_the_planners_time_per_cycle_is_a_histogram_and_the_service_gives_balanced_shedder_a_clock() -> None:
+    from balancer.config import LoadBalancerConfig
+    from balancer.shedding.balanced import BalancedShedder
+    from service.leader.dynamic_config import make_strategies
+
+    m = PrometheusMetrics(cluster="test")
+    m.planner_time(0.25)
+    test = {"cluster": "test"}
+    assert m.registry.get_sample_value("loadmgr_balanced_shedder_planner_duration_seconds_count", test) == 1
+    assert m.registry.get_sample_value("loadmgr_balanced_shedder_planner_duration_seconds_sum", test) == 0.25
+    shedder, _ = make_strategies(LoadBalancerConfig(loadBalancerLoadSheddingStrategy="BalancedShedder"))
+    assert isinstance(shedder, BalancedShedder) and shedder.clock is not None
