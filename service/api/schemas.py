@@ -12,7 +12,7 @@ SplitAlgorithm = Literal[
     "specified_positions_divide",
     "flow_or_qps_equally_divide",
 ]
-DecisionKind = Literal["shedding", "placement", "split", "manual", "adoption"]
+DecisionKind = Literal["shedding", "placement", "split", "manual", "adoption", "drain"]
 
 
 class _Body(BaseModel):
