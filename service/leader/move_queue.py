@@ -171,12 +171,18 @@ class MoveQueue:
         ]
         return pace(others + mine, flights, history, now, limits)
 
-    def take(self, bundle: str) -> Entry | None:
-        """Remove ``bundle``'s queued move, to be released (or refused) now."""
+    def take(self, bundle: str, now: int) -> Entry | None:
+        """Take ``bundle``'s queued move to be written now: it counts as in flight at once, since its
+        write lets the service lock go and the next tick must see the slot taken (:meth:`released`
+        when written, :meth:`forget` when refused)."""
         with self._lock:
             for i, e in enumerate(self._queued):
                 if e.bundle == bundle:
-                    return self._queued.pop(i)
+                    entry = self._queued.pop(i)
+                    entry.since_ms = now
+                    if bundle not in self._in_flight:
+                        self._in_flight[bundle] = entry
+                    return entry
         return None
 
     def released(self, entry: Entry, now: int) -> None:
@@ -210,9 +216,12 @@ class MoveQueue:
                 self.history[entry.source] = BrokerHistory(now, last.plan if last is not None else entry.plan)
             return entry
 
-    def forget(self, bundle: str) -> Entry | None:
-        """Stop following ``bundle``'s move in flight (given up)."""
+    def forget(self, bundle: str, entry: Entry | None = None) -> Entry | None:
+        """Stop following ``bundle``'s move in flight (given up; or ``entry``, refused, only if it is
+        the one followed)."""
         with self._lock:
+            if entry is not None and self._in_flight.get(bundle) is not entry:
+                return None
             return self._in_flight.pop(bundle, None)
 
     def drop(self, why: str) -> int:

@@ -193,7 +193,7 @@ class PacedMoves:
         brokers = set(self.store.broker_ids())
         ready: list[Entry] = []
         for m in sched.release:
-            e = self.moves.take(m.bundle)
+            e = self.moves.take(m.bundle, now)
             if e is None:
                 continue
             invalid = self._invalid(e, brokers)
@@ -297,6 +297,7 @@ class PacedMoves:
         self.metrics.unloaded(e.reason)
 
     def _refuse(self, e: Entry, why: str, now: int) -> None:
+        self.moves.forget(e.bundle, e)
         self._load().recently_unloaded_bundles.pop(e.bundle, None)
         if e.record is not None:
             self.decisions.update(
