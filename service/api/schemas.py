@@ -108,6 +108,9 @@ class DryRun(BaseModel):
     moves: list[dict[str, Any]]
     skipped: list[dict[str, Any]]
     shedding: dict[str, Any] | None
+    schedule: dict[str, Any] | None = Field(
+        None, description="when each move would go under the disruption budget: now, or waiting and why"
+    )
     changed: bool = Field(False, description="Always false: a dry run changes nothing")
 
 

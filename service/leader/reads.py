@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from balancer.bundles import NamespaceBundles
 from balancer.cycle import CyclePlan, plan_shedding_cycle
+from balancer.pacing import PacingLimits
 from service.leader.clock import now_ms
 from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
 from service.zookeeper.metadata.namespaces import NamespaceAdmin
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from balancer.config import LoadBalancerConfig
     from balancer.placement.base import PlacementStrategy
     from balancer.shedding.base import LoadSheddingStrategy
+    from service.leader.jobs import LeaderJobs
     from service.leader.load_view import LoadView
     from service.leader.metrics_sink import MetricsSink
     from service.zookeeper.metadata.store import ZkStore
@@ -44,6 +46,7 @@ class ClusterReads:
         _view_cache: ClusterView | None
         _loadview: LoadView
         _published: tuple[dict[str, Any], dict[str, int]]
+        jobs: LeaderJobs
 
         def is_leader(self) -> bool: ...
 
@@ -98,6 +101,44 @@ class ClusterReads:
             return plan_shedding_cycle(
                 view.load, self._config, shedder, placement, view.ctx, now, random.Random(0)
             )
+
+    def dry_run_schedule(self) -> tuple[CyclePlan, dict[str, Any]]:
+        """:meth:`dry_run`, and when its moves would go under the disruption budget
+        (``balancer/pacing.py``) given the moves queued and in flight now: which at once, which wait
+        and why. Nothing is queued."""
+        plan = self.dry_run()
+        with self._lock:
+            now = now_ms()
+            reported = {b: d.local_data.last_update for b, d in self._loadview.load.broker_data.items()}
+            moves = self.jobs.moves
+            sched = moves.preview(plan.moves, now, PacingLimits.of(self._config), reported)
+            flights = moves.in_flight()
+            others = [e for e in moves.queued() if e.kind != "shedding"]
+        return plan, {
+            "timeMs": now,
+            "now": [m.bundle for m in sched.release if m.plan == -1],
+            "waiting": [
+                {
+                    "bundle": m.bundle,
+                    "source": m.source,
+                    "destination": m.destination,
+                    **why.model_dump(mode="json"),
+                }
+                for m, why in sched.waiting
+                if m.plan == -1
+            ],
+            "inFlight": [
+                {
+                    "bundle": e.bundle,
+                    "source": e.source,
+                    "destination": e.destination,
+                    "kind": e.kind,
+                    "releasedMs": e.released_ms,
+                }
+                for e in flights
+            ],
+            "queuedOtherKinds": len(others),
+        }
 
     def namespaces(self) -> NamespaceAdmin:
         """Namespace administration on this instance's session: plain compare-and-set writes of

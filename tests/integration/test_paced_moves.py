@@ -153,6 +153,12 @@ def test_a_leader_that_loses_its_session_drops_its_queue(cluster: Cluster) -> No
         assert svc.jobs.move_tick(config) == 0
     assert len(svc.jobs.moves.queued()) == len(rest) and len(svc.jobs.moves.in_flight()) == 1
     assert {w.reason for w in svc.jobs.moves.waiting().values()} == {"source_busy"}
+    # The dry run shows the schedule beside its plan: what is in flight, what else is queued.
+    _, schedule = svc.dry_run_schedule()
+    assert [f["bundle"] for f in schedule["inFlight"]] == [first] and schedule["queuedOtherKinds"] == len(
+        rest
+    )
+    assert len(svc.jobs.moves.queued()) == len(rest)  # the dry run queued nothing
     _expire(cluster.hosts, svc.store.client)
     wait_for(lambda: len(svc.jobs.moves) == 0, 20, what="the queue dropped with the leadership")
     states = {d.bundle: d.state for d in svc.decisions(kind="drain", limit=100)}
