@@ -53,6 +53,7 @@ class Entry:
     reason: str = ""
     reissued: int = 0
     refused: int = 0
+    waits_for: str | None = None  # the pacing reason it last waited for
 
     @property
     def bundle(self) -> str:

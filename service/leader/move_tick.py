@@ -186,7 +186,9 @@ class PacedMoves:
         queued = {e.bundle: e for e in self.moves.queued()}
         for m, wait in sched.waiting:
             got = queued.get(m.bundle)
-            if got is not None and got.record is not None:
+            # Only when the reason changes: a long queue waits tick after tick for the same reason.
+            if got is not None and got.record is not None and got.waits_for != wait.reason:
+                got.waits_for = wait.reason
                 self.decisions.update(got.record, note=wait.model_dump(mode="json"))
         if not sched.release:
             return 0

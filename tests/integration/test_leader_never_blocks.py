@@ -116,7 +116,7 @@ def test_a_remote_executors_unloads_let_the_lock_go(
         remote.release.set()
     wait_for(lambda: held not in svc.jobs.in_flight, 20, what="the cycle's unload answered")
     wait_for(
-        lambda: any(d.bundle == held and d.kind == "shedding" for d in svc.decisions()),
+        lambda: any(d.bundle == held and d.kind == "shedding" and d.applied for d in svc.decisions()),
         20,
         what="the cycle's move recorded once its unload answered",
     )
