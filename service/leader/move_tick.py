@@ -89,12 +89,13 @@ class PacedMoves:
         )
 
     def _move_ended(self, e: Entry, state: str, why: str) -> None:
+        # The decision log only (its own lock): a queue is dropped from the election's thread, without
+        # the service lock, so the view is not touched here. A queued move was taken out of the
+        # recently-unloaded map when its cycle ended (shedding_cycle); a new term reads its view afresh.
         if e.record is not None:
             self.decisions.update(
                 e.record, state=state, ended_ms=now_ms(), note={"reason": state, "message": why}
             )
-        if e.released_ms is None:  # never written: the shedder may choose it again
-            self.view.load.recently_unloaded_bundles.pop(e.bundle, None)
 
     def drop_moves(self, why: str) -> int:
         """Forget every queued and in-flight move (leadership lost, or a fenced write refused)."""
