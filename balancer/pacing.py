@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from balancer.config import LoadBalancerConfig
 from balancer.explain import Explanation, explain
 
 KINDS = ("manual", "drain", "shedding")  # release priority, first first
@@ -77,8 +77,8 @@ class PacingLimits:
     served_timeout_ms: int = 30_000
 
     @classmethod
-    def of(cls, config: Any) -> PacingLimits:
-        """From a :class:`balancer.config.LoadBalancerConfig`."""
+    def of(cls, config: LoadBalancerConfig) -> PacingLimits:
+        """The budget ``config``'s keys set."""
         return cls(
             per_broker=config.loadBalancerMaxUnloadsInFlightPerBroker,
             cluster=config.loadBalancerMaxUnloadsInFlight,
