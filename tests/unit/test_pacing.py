@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from balancer.config import LoadBalancerConfig
 from balancer.pacing import BrokerHistory, MoveInFlight, PacingLimits, QueuedMove, pace
 
@@ -146,3 +148,33 @@ def test_limits_come_from_the_pulsar_style_keys_with_their_defaults() -> None:
     )
     assert got == PacingLimits(2, 0, 5, 0, 2_500)
     assert "loadBalancerMaxUnloadsInFlightPerBroker" in LoadBalancerConfig.dynamic_keys()
+
+
+def test_the_dry_run_command_prints_when_each_move_would_go(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from service.commands import client
+    from service.commands.cli import main
+
+    answer = {
+        "moves": [
+            {"bundle": "ns/b1", "source": A, "destination": N, "explanation": {"reason": "overloaded"}},
+            {"bundle": "ns/b2", "source": A, "destination": N, "explanation": {"reason": "overloaded"}},
+        ],
+        "skipped": [],
+        "shedding": None,
+        "changed": False,
+        "schedule": {
+            "now": ["ns/b1"],
+            "waiting": [
+                {"bundle": "ns/b2", "reason": "source_busy", "message": "waiting until ns/b1 is served"}
+            ],
+            "inFlight": [],
+            "queuedOtherKinds": 0,
+        },
+    }
+    monkeypatch.setattr(client, "call", lambda *a, **kw: answer)
+    assert main(["dry-run", "--url", "http://127.0.0.1:1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("ns/b1" in line and line.rstrip().endswith("now") for line in lines), lines
+    assert any("ns/b2" in line and "waits: waiting until ns/b1 is served" in line for line in lines), lines
