@@ -172,19 +172,18 @@ class MoveQueue:
         ]
         return pace(others + mine, flights, history, now, limits)
 
-    def take(self, bundle: str, now: int) -> Entry | None:
-        """Take ``bundle``'s queued move to be written now: it counts as in flight at once, since its
-        write lets the service lock go and the next tick must see the slot taken (:meth:`released`
-        when written, :meth:`forget` when refused)."""
+    def take_many(self, bundles: Iterable[str], now: int) -> list[Entry]:
+        """Take these bundles' queued moves to be written now, in queue order. Each counts as in
+        flight at once, since its write lets the service lock go and the next tick must see the slot
+        taken (:meth:`released` when written, :meth:`forget` when refused)."""
+        wanted = set(bundles)
         with self._lock:
-            for i, e in enumerate(self._queued):
-                if e.bundle == bundle:
-                    entry = self._queued.pop(i)
-                    entry.since_ms = now
-                    if bundle not in self._in_flight:
-                        self._in_flight[bundle] = entry
-                    return entry
-        return None
+            taken = [e for e in self._queued if e.bundle in wanted]
+            self._queued = [e for e in self._queued if e.bundle not in wanted]
+            for entry in taken:
+                entry.since_ms = now
+                self._in_flight.setdefault(entry.bundle, entry)
+        return taken
 
     def released(self, entry: Entry, now: int) -> None:
         """``entry``'s unload was written: in flight from now (an earlier move of the bundle, past

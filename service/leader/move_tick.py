@@ -27,6 +27,7 @@ from service.errors import ServiceError, StaleWrite
 from service.leader.clock import now_ms
 from service.leader.move_queue import Entry, MoveQueue
 from service.leader.pulsar_moves import UNOWNED_FOR_MS
+from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import Versioned
 
 if TYPE_CHECKING:
@@ -133,13 +134,28 @@ class PacedMoves:
         if not flights:
             return 0
         brokers = set(self.store.broker_ids())
+        owners = self._owners_now([e.bundle for e in flights])
+        layouts: dict[str, set[str] | None] = {}  # per namespace, read once a tick
         served = 0
         for e in flights:
-            owner = self.store.read_owner(e.bundle)
-            served += self._follow(e, owner.broker if owner is not None else None, brokers, now)
+            served += self._follow(e, owners.get(e.bundle), brokers, now, layouts)
         return served
 
-    def _follow(self, e: Entry, where: str | None, brokers: set[str], now: int) -> int:
+    def _owners_now(self, bundles: list[str]) -> dict[str, str]:
+        """Each bundle's owner as its ownership node says now: pipelined reads (a plan without a
+        budget has thousands of moves in flight)."""
+        paths = {P.ownership_path(b): b for b in bundles}
+        nodes = self.store.get_many(list(paths))
+        out: dict[str, str] = {}
+        for path, (raw, stat) in nodes.items():
+            owner = self.store.decode_owner(path, raw, stat)
+            if owner is not None:
+                out[paths[path]] = owner.broker
+        return out
+
+    def _follow(
+        self, e: Entry, where: str | None, brokers: set[str], now: int, layouts: dict[str, set[str] | None]
+    ) -> int:
         dest = e.destination
         if (dest is not None and where == dest) or (dest is None and where not in (None, e.source)):
             self._served(e, now)
@@ -147,7 +163,7 @@ class PacedMoves:
         if dest is not None and dest not in brokers:
             self._unserved(e, now, f"its destination {dest} is no longer a live broker")
         elif where is None:
-            if not self._bundle_exists(e.bundle):
+            if not self._bundle_exists(e.bundle, layouts):
                 self._unserved(e, now, "the bundle was split or its namespace deleted")
             elif e.since_ms is not None and now - e.since_ms > UNOWNED_FOR_MS:
                 self._unserved(
@@ -160,10 +176,13 @@ class PacedMoves:
             self._reissue(e, where, now)
         return 0
 
-    def _bundle_exists(self, bundle: str) -> bool:
+    def _bundle_exists(self, bundle: str, layouts: dict[str, set[str] | None]) -> bool:
         ns = bundle.rsplit("/", 1)[0]
-        layout = self.store.read_layout(ns)
-        return layout is not None and bundle in layout.value.bundle_names
+        if ns not in layouts:
+            layout = self.store.read_layout(ns)
+            layouts[ns] = None if layout is None else set(layout.value.bundle_names)
+        names = layouts[ns]
+        return names is not None and bundle in names
 
     def _served(self, e: Entry, now: int) -> None:
         self.moves.served(e.bundle, now)
@@ -194,27 +213,25 @@ class PacedMoves:
         if not sched.release:
             return 0
         brokers = set(self.store.broker_ids())
+        taken = self.moves.take_many([m.bundle for m in sched.release], now)
+        owners = self._owners_now([e.bundle for e in taken])
         ready: list[Entry] = []
-        for m in sched.release:
-            e = self.moves.take(m.bundle, now)
-            if e is None:
-                continue
-            invalid = self._invalid(e, brokers)
+        for e in taken:
+            invalid = self._invalid(e, brokers, owners.get(e.bundle))
             if invalid is None:
                 ready.append(e)
             else:
                 self._refuse(e, invalid, now)
         return self._write_moves(ready, now)
 
-    def _invalid(self, e: Entry, brokers: set[str]) -> str | None:
+    def _invalid(self, e: Entry, brokers: set[str], owner: str | None) -> str | None:
         if e.destination is not None and e.destination not in brokers:
             return f"its destination {e.destination} is no longer a live broker"
         if e.bundle in self.in_flight:
             return "an operator's unload or split of it is under way"
-        owner = self.store.read_owner(e.bundle)
         # Unowned is not "moved": mid-handoff (ZooKeeper-native) or not looked up since (Pulsar).
-        if e.source is not None and owner is not None and owner.broker != e.source:
-            return f"no longer on {e.source} (owned by {owner.broker})"
+        if e.source is not None and owner is not None and owner != e.source:
+            return f"no longer on {e.source} (owned by {owner})"
         return None
 
     def _write_moves(self, entries: list[Entry], now: int) -> int:
@@ -253,11 +270,12 @@ class PacedMoves:
     def _write_batched(self, entries: list[Entry], now: int) -> list[Entry]:
         """ZooKeeper-native: fenced, compare-and-set on each assignment as read now."""
         by_bundle = {e.bundle: e for e in entries}
+        paths = {P.assignment_path(b): b for b in by_bundle}
         current: dict[str, Versioned[Assignment]] = {}
-        for b in by_bundle:
-            assigned = self.store.read_assignment(b)
+        for path, (raw, stat) in self.store.get_many(list(paths)).items():
+            assigned = self.store.decode_assignment(path, raw, stat)
             if assigned is not None:
-                current[b] = assigned
+                current[paths[path]] = assigned
         try:
             with self._writing(by_bundle):
                 result = self.assigner.unload_many(

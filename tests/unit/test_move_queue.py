@@ -40,8 +40,7 @@ def test_one_entry_point_for_every_kind_and_what_a_submission_replaces() -> None
 def test_the_dry_run_preview_changes_nothing_and_a_replan_carries_a_shedding_on() -> None:
     q = MoveQueue(clock=lambda: 1_000)
     plan = q.submit([mv(1), mv(2), mv(3)], "shedding", {A: 900})
-    e = q.take("ns/b1", 1_000)
-    assert e is not None
+    [e] = q.take_many(["ns/b1"], 1_000)
     q.released(e, 1_000)  # a's first move in flight; a's history names this plan
     sched = q.preview([mv(2), mv(3)], 1_500, LIMITS, {A: 1_400})
     # a re-plan while a's shedding is still queued carries it on: no cooldown, only the busy source

@@ -20,6 +20,7 @@ from service.leader.move_queue import MoveRequest
 from service.leader.move_tick import PacedMoves
 from service.leader.pulsar_moves import REFUSALS, REISSUES, UNOWNED_FOR_MS, PulsarMoveCheck
 from service.leader.write_window import WriteWindow
+from service.zookeeper import paths as P
 from service.zookeeper.metadata.records import Owner
 
 NS = "public/skewed"
@@ -56,7 +57,14 @@ class _Store:
     def read_layout(self, ns: str) -> _Versioned | None:
         return _Versioned(_Layout(list(self.bundles))) if ns == NS else None
 
-    def read_assignment(self, bundle: str) -> None:
+    def get_many(self, paths: list[str]) -> dict[str, tuple[str, None]]:
+        known = {P.ownership_path(b): who for b, who in self.owners.items()}
+        return {p: (known[p], None) for p in paths if p in known}
+
+    def decode_owner(self, path: str, raw: str, stat: None) -> Owner:
+        return Owner(raw, 1, 0)
+
+    def decode_assignment(self, path: str, raw: str, stat: None) -> None:
         return None
 
 
