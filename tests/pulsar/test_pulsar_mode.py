@@ -230,11 +230,8 @@ def test_skewed_cluster_is_balanced_by_moves_pulsar_carries_out(
         # Paced (issue 46): one unload in flight from the hot broker at a time, each written only once
         # Pulsar served the previous one at its destination (or its 30 s served timeout passed).
         served = [d for d in moves if d.get("state") == "served" and d["source"] == hot]
-        for before, after in itertools.pairwise(served):
-            assert after["releasedMs"] >= min(before["servedMs"], before["releasedMs"] + 30_000), (
-                before,
-                after,
-            )
+        for prev, nxt in itertools.pairwise(served):
+            assert nxt["releasedMs"] >= min(prev["servedMs"], prev["releasedMs"] + 30_000), (prev, nxt)
         histogram = s.metric(
             'loadmgr_bundle_move_served_duration_seconds_count{cluster="standalone",kind="shedding",mode="pulsar"}'
         )
