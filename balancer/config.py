@@ -174,7 +174,8 @@ class LoadBalancerConfig(BaseModel):
     namespaceBundleUnloadingTimeoutMs: int = _dyn(60000, "Time allowed to unload one bundle, ms")
     # --- disruption budget: a plan's moves paced (balancer/pacing.py, issue 46) -----------------
     # Extensible's keys, with their names and defaults: brokers shed per cycle, and the delay before
-    # a broker that unloaded is shed again (measured on its load report's time, as TransferShedder).
+    # a broker that unloaded is shed again (TransferShedder measures it on the broker's load report
+    # time; a Modular broker may not report for 15 minutes, so here the plan's time is used).
     loadBalancerMaxNumberOfBrokerSheddingPerCycle: int = _dyn(
         3, "Source brokers one shedding cycle unloads from (<=0 no cap)"
     )

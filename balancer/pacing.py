@@ -12,11 +12,13 @@ queued and released by :func:`pace`, called by the leader every second or so:
   up is never served in Pulsar mode; pacing must not stall on it), and its bundle may be moved again;
 * a shedding plan sheds at most ``brokers_per_cycle`` source brokers
   (``loadBalancerMaxNumberOfBrokerSheddingPerCycle``); the others' moves wait for the next cycle;
-* cooldown (``loadBalanceSheddingDelayInSeconds``, Extensible's semantics): a broker that unloaded
-  at time t is not shed again by a plan whose view of it was reported less than the delay after t;
-  Pulsar's TransferShedder skips the whole cycle then, here only that broker's moves wait (its load
-  is the one not yet re-measured). The moves of the plan that unloaded it, and of a re-plan that
-  carries on a shedding still queued for it, are that same shedding and do not wait.
+* cooldown (``loadBalanceSheddingDelayInSeconds``, Extensible's key): a broker that unloaded at time
+  t is not shed again by a plan made (``data_ms``) less than the delay after t. Pulsar's
+  TransferShedder compares the broker's load report time and skips the whole cycle; here only that
+  broker's moves wait (its load is the one not yet re-measured), and the service passes the plan's
+  time (a Modular broker may not report for 15 minutes). The moves of the plan that unloaded it,
+  and of a re-plan that carries on a shedding still queued for it, are that same shedding and do
+  not wait.
 
 Operator (``manual``) and ``drain`` moves obey the in-flight caps only, and go before shedding ones.
 Pure: no clock (``now_ms`` is passed), no I/O; every waiting move carries its explanation.
@@ -36,7 +38,7 @@ KINDS = ("manual", "drain", "shedding")  # release priority, first first
 @dataclass(frozen=True)
 class QueuedMove:
     """A move waiting to be released. ``plan`` names its submission (a shedding cycle's plan);
-    ``data_ms`` is when the source's load report that plan read was taken (None: unknown)."""
+    ``data_ms`` is the time the plan's view of its source dates from (None: now)."""
 
     bundle: str
     source: str | None
@@ -182,8 +184,8 @@ def _why_wait(
             if elapsed < limits.cooldown_ms:
                 return explain(
                     "cooldown",
-                    f"{src} unloaded a bundle {max(now_ms - h.last_unload_ms, 0) / 1000:.0f} s ago "
-                    f"and the plan read its load reported {elapsed / 1000:.0f} s after that, under "
+                    f"{src} unloaded a bundle {max(now_ms - h.last_unload_ms, 0) / 1000:.0f} s ago and this "
+                    f"plan dates from {elapsed / 1000:.0f} s after that, under "
                     f"loadBalanceSheddingDelayInSeconds; the next cycle re-plans on newer data",
                     subject=b,
                     source=src,

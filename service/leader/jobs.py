@@ -133,8 +133,7 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PacedMoves, PulsarMoveCh
         unlocked_before = self.unlocked_s
         # The plan replaces what is still queued of the last one, and goes at the budget's pace: what
         # may go now is written now, the rest at the next ticks (service/leader/move_tick.py).
-        reported = {b: d.local_data.last_update for b, d in self.view.load.broker_data.items()}
-        self.moves.submit(plan.moves, "shedding", reported)
+        self.moves.submit(plan.moves, "shedding")
         applied = self.move_tick(config)
         for e in self.moves.queued():  # not written: the next plans may choose them again
             self.view.load.recently_unloaded_bundles.pop(e.bundle, None)

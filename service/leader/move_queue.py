@@ -106,18 +106,28 @@ class MoveQueue:
     def submit(self, moves: Iterable[Any], kind: str, data_ms: Mapping[str, int] | None = None) -> int:
         """Queue ``moves`` of ``kind`` ("shedding", "manual" or "drain"); returns the plan's number.
 
-        ``data_ms``: per source broker, when the load report the plan read was taken (the cooldown
-        compares it with the broker's last unload). A shedding submission replaces every shedding
-        move still queued; a queued move of a bundle submitted again is replaced by the new one.
+        A shedding plan with moves replaces every shedding move still queued (it was decided on
+        newer data); one without moves leaves them to finish: a shedder that plans once and then
+        waits for its conditions to hold again (BalancedShedder's confirming cycles) plans nothing
+        for several cycles, and would otherwise drop its own plan half carried out. A queued move of
+        a bundle submitted again is replaced by the new one.
+
+        ``data_ms``: per source broker, the time the cooldown compares with the broker's last unload
+        (default: now, the plan's time; Pulsar compares its load report's time, but a Modular
+        broker reports only on a 10 % change or every 15 minutes, which would hold a broker for up
+        to 15 minutes after one move).
         """
         if kind not in KINDS:
             raise InvalidInput("kind", kind, f"a move's kind is one of {', '.join(KINDS)}")
         now = self._clock()
         ended: list[tuple[Entry, str]] = []
+        moves = list(moves)
         with self._lock:
             plan = next(self._plans)
+            if not moves:
+                return plan
             entries = [
-                Entry(m, kind, plan, now, (data_ms or {}).get(m.source) if m.source is not None else None)
+                Entry(m, kind, plan, now, now if data_ms is None else data_ms.get(m.source, now))
                 for m in moves
             ]
             bundles = {e.bundle for e in entries}
@@ -155,7 +165,7 @@ class MoveQueue:
         return sched
 
     def preview(
-        self, moves: Iterable[Any], now: int, limits: PacingLimits, data_ms: Mapping[str, int]
+        self, moves: Iterable[Any], now: int, limits: PacingLimits, data_ms: Mapping[str, int] | None = None
     ) -> Schedule:
         """The schedule a shedding plan of ``moves`` would get if submitted now (dry-run): nothing changes."""
         with self._lock:
@@ -167,7 +177,9 @@ class MoveQueue:
         for broker in carried:
             history[broker] = BrokerHistory(history.get(broker, BrokerHistory()).last_unload_ms, plan)
         mine = [
-            QueuedMove(m.bundle, m.source, m.destination, "shedding", plan, data_ms.get(m.source))
+            QueuedMove(
+                m.bundle, m.source, m.destination, "shedding", plan, (data_ms or {}).get(m.source, now)
+            )
             for m in moves
         ]
         return pace(others + mine, flights, history, now, limits)

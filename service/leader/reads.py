@@ -109,9 +109,8 @@ class ClusterReads:
         plan = self.dry_run()
         with self._lock:
             now = now_ms()
-            reported = {b: d.local_data.last_update for b, d in self._loadview.load.broker_data.items()}
             moves = self.jobs.moves
-            sched = moves.preview(plan.moves, now, PacingLimits.of(self._config), reported)
+            sched = moves.preview(plan.moves, now, PacingLimits.of(self._config))
             flights = moves.in_flight()
             others = [e for e in moves.queued() if e.kind != "shedding"]
         return plan, {

@@ -47,8 +47,12 @@ def test_the_dry_run_preview_changes_nothing_and_a_replan_carries_a_shedding_on(
     assert sched.release == [] and {w.reason for _, w in sched.waiting} == {"source_busy"}
     assert [x.bundle for x in q.queued()] == ["ns/b2", "ns/b3"]  # nothing changed
     q.served("ns/b1", 2_000)
-    q.submit([], "shedding")  # nothing queued for a any more: its shedding is over
-    later = q.preview([mv(4)], 3_000, LIMITS, {A: 2_500})  # its report only 0.5 s after the unload
+    q.submit([], "shedding")  # a cycle that plans nothing leaves the plan to finish
+    assert [x.bundle for x in q.queued()] == ["ns/b2", "ns/b3"]
+    for e in q.take_many(["ns/b2", "ns/b3"], 2_000):
+        q.released(e, 2_000)
+        q.served(e.bundle, 2_000)  # a's shedding is over: nothing queued or in flight for it
+    later = q.preview([mv(4)], 3_000, LIMITS, {A: 2_500})  # a plan 0.5 s after its last unload
     assert [w.reason for _, w in later.waiting] == ["cooldown"]
     assert q.history[A].last_unload_ms == 2_000 and q.history[A].plan == plan
     again = q.preview([mv(4)], 300_000, LIMITS, {A: 182_000})

@@ -246,8 +246,12 @@ def test_a_later_plan_replaces_what_is_still_queued() -> None:
     jobs, _, _ = _jobs()
     jobs.moves.submit([_move(B), _move(B2)], "shedding")
     jobs.move_tick(CONFIG)
-    jobs.moves.submit([], "shedding")  # the next cycle finds nothing to do
-    assert jobs.moves.queued() == [] and _state(jobs, B2) == "replaced"
+    jobs.moves.submit([], "shedding")  # a cycle that plans nothing leaves the plan to finish
+    assert [e.bundle for e in jobs.moves.queued()] == [B2] and _state(jobs, B2) == "planned"
+    jobs.moves.submit([_move(B2, dest=X)], "shedding")  # a new plan replaces what is still queued
+    assert [e.destination for e in jobs.moves.queued()] == [X]
+    replaced = [r for r in jobs.decisions.latest(100) if r.bundle == B2 and r.state == "replaced"]
+    assert len(replaced) == 1 and replaced[0].destination == D
     assert _state(jobs, B) == "in_flight"  # what was written is still followed
 
 
