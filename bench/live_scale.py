@@ -70,6 +70,11 @@ CONFIG = {
     "loadBalancerBundleUnloadMinThroughputThreshold": 0.0,
     "loadBalancerLoadSheddingStrategy": STRATEGY,
     "loadBalancerLoadPlacementStrategy": STRATEGY,
+    # This bench measures writing a whole cycle's plan at once: the disruption budget (issue 46) off.
+    "loadBalancerMaxUnloadsInFlightPerBroker": 0,
+    "loadBalancerMaxUnloadsInFlight": 0,
+    "loadBalancerMaxNumberOfBrokerSheddingPerCycle": 0,
+    "loadBalanceSheddingDelayInSeconds": 0,
 }
 
 

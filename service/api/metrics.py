@@ -28,7 +28,7 @@ from prometheus_client import (
 
 from balancer.models import LocalBrokerData
 from service.api.metric_collectors import BrokerCollector, BrokerSnapshot, PulsarLbCounters, ServiceCollector
-from service.leader.metrics_sink import JOB_NAMES, PATH_KINDS, RUN_OUTCOMES
+from service.leader.metrics_sink import JOB_NAMES, MOVE_KINDS, MOVE_MODES, PATH_KINDS, RUN_OUTCOMES
 
 # Label values created at zero up front: a counter series that does not exist yet makes rate() and
 # increase() return nothing, so a dashboard panel shows "No data" where it should show 0.
@@ -39,6 +39,9 @@ ZK_ERROR_KINDS = ("StoreUnavailable", "StaleWrite", "suspended", "lost")
 SPLIT_REASONS = ("too_many_topics", "too_many_sessions", "msg_rate_too_high", "throughput_too_high")
 
 CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Unload to served at the destination: tens of ms between in-process agents, seconds on real brokers
+# (a client's lookup places the bundle), minutes when nobody looks it up.
+MOVE_SERVED_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 JOB_RUN_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
@@ -118,6 +121,18 @@ class PrometheusMetrics:
             buckets=JOB_RUN_BUCKETS,
             registry=r,
         )
+        # Issue 46: how long each move keeps its bundle away from clients, per mode and kind; the
+        # disruption budget releases a broker's next unload once its previous one is served.
+        self.move_served_seconds = Histogram(
+            "loadmgr_bundle_move_served_duration_seconds",
+            "Time from a bundle's unload to its being served at its destination, per mode and kind.",
+            ["cluster", "mode", "kind"],
+            buckets=MOVE_SERVED_BUCKETS,
+            registry=r,
+        )
+        for mode in MOVE_MODES:
+            for kind in MOVE_KINDS:
+                self.move_served_seconds.labels(cluster, mode, kind)
         self.cycles = Counter(
             "loadmgr_shedding_cycles_total", "Leader shedding cycles run.", labels, registry=r
         ).labels(cluster)
@@ -259,6 +274,10 @@ class PrometheusMetrics:
 
     def stepped_down(self, reason: str) -> None:
         self.step_downs.labels(self.cluster, reason if reason in STEP_DOWN_REASONS else "other").inc()
+
+    def move_served(self, mode: str, kind: str, seconds: float) -> None:
+        if mode in MOVE_MODES and kind in MOVE_KINDS:
+            self.move_served_seconds.labels(self.cluster, mode, kind).observe(max(seconds, 0.0))
 
     def zk_error(self, kind: str) -> None:
         self.zk_errors.labels(self.cluster, kind or "unknown").inc()

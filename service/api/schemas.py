@@ -12,7 +12,7 @@ SplitAlgorithm = Literal[
     "specified_positions_divide",
     "flow_or_qps_equally_divide",
 ]
-DecisionKind = Literal["shedding", "placement", "split", "manual", "adoption", "leadership"]
+DecisionKind = Literal["shedding", "placement", "split", "manual", "adoption", "drain", "leadership"]
 
 
 class _Body(BaseModel):
@@ -108,6 +108,9 @@ class DryRun(BaseModel):
     moves: list[dict[str, Any]]
     skipped: list[dict[str, Any]]
     shedding: dict[str, Any] | None
+    schedule: dict[str, Any] | None = Field(
+        None, description="when each move would go under the disruption budget: now, or waiting and why"
+    )
     changed: bool = Field(False, description="Always false: a dry run changes nothing")
 
 

@@ -181,9 +181,22 @@ def _dry_run(args: argparse.Namespace) -> int:
         summary = shedding.get("summary") or {}
         tail = f"{summary.get('reason', '')}: {summary.get('message', '')}" if summary else ""
         reasons = broker_reasons(shedding)
+        # The disruption budget's schedule: each move now, or waiting and why (issue 46).
+        sched = r.get("schedule") or {}
+        now = set(sched.get("now") or [])
+        waits = {w.get("bundle"): w for w in sched.get("waiting") or [] if isinstance(w, dict)}
+        if sched:
+            rows = [
+                [*row, "now" if row[0] in now else f"waits: {(waits.get(row[0]) or {}).get('message', '')}"]
+                for row in rows
+            ]
+        head = ["bundle", "from", "to", "reason"] + (["when"] if sched else [])
 
         def render() -> list[Any]:
-            out: list[Any] = [table(rows, ["bundle", "from", "to", "reason"]) if rows else "nothing to move"]
+            out: list[Any] = [table(rows, head) if rows else "nothing to move"]
+            flying = sched.get("inFlight") or []
+            if flying:
+                out.append(f"{len(flying)} move(s) in flight, not yet served at their destination")
             if reasons:  # why each broker sheds or not: the same story -o yaml tells
                 out.append(table(reasons, ["broker", "verdict", "why"], left=3))
             return [*out, tail] if tail else out

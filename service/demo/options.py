@@ -80,5 +80,7 @@ def demo_config(opts: DemoOptions) -> LoadBalancerConfig:
             "loadBalancerAutoBundleSplitEnabled": False,
             # the simulated brokers move a few MB/s, far below Pulsar's 10 MB/s floor for shedding
             "loadBalancerBundleUnloadMinThroughputThreshold": 1.0,
+            # Pulsar's 180 s on the demo's clock (its grace period is 60 times shorter than Pulsar's)
+            "loadBalanceSheddingDelayInSeconds": 3,
         }
     )

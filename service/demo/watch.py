@@ -112,7 +112,17 @@ class DemoWatch:
         fresh = [d for d in reversed(self.service.decisions(limit=200)) if d.id > self._seen_decision]
         if fresh:
             self._seen_decision = fresh[-1].id
-        return [decision_line(d.kind, d.bundle, d.source, d.destination, d.explanation) for d in fresh]
+        # A shedding move is logged when planned; it goes when the disruption budget lets it (issue 46).
+        return [
+            decision_line(
+                f"{d.kind} (planned)" if d.state == "planned" else d.kind,
+                d.bundle,
+                d.source,
+                d.destination,
+                d.explanation,
+            )
+            for d in fresh
+        ]
 
     def run(self, duration_s: float | None = None, refresh_s: float | None = None) -> None:
         """Watch until ``duration_s`` elapses or :meth:`stop`/Ctrl-C: a live view redrawn in place on a

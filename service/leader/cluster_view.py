@@ -12,7 +12,12 @@ from pydantic import BaseModel, Field
 from balancer.explain import Explanation
 from balancer.models import BundleData, LocalBrokerData
 
-DecisionKind = Literal["shedding", "placement", "split", "manual", "adoption", "leadership"]
+DecisionKind = Literal["shedding", "placement", "split", "manual", "adoption", "drain", "leadership"]
+# A move's life (service/leader/move_queue.py): planned (queued, waiting its turn), in_flight (unloaded,
+# not yet served at its destination), served; or refused (not written, or no longer valid when its
+# turn came), replaced (a later plan took its place before it went), dropped (leadership lost),
+# unserved (given up on: never seen at its destination).
+MoveState = Literal["planned", "in_flight", "served", "refused", "replaced", "dropped", "unserved"]
 
 
 class ClusterView(BaseModel):
@@ -46,6 +51,13 @@ class DecisionRecord(BaseModel):
         None, description="who asked (operator decisions): role and token fingerprint"
     )
     explanation: dict[str, Any] = Field(default_factory=dict)
+    # Moves only: where the move is in its life, and when each step happened (ms since the epoch).
+    state: MoveState | None = None
+    planned_ms: int | None = None
+    released_ms: int | None = Field(None, description="when its unload was written")
+    served_ms: int | None = Field(None, description="when its destination was seen serving it")
+    ended_ms: int | None = Field(None, description="when it was refused, replaced, dropped or given up")
+    note: dict[str, Any] | None = Field(None, description="why a planned move waits, or why it ended so")
 
     @classmethod
     def of(
@@ -59,8 +71,11 @@ class DecisionRecord(BaseModel):
         destination: str | None = None,
         applied: bool = True,
         principal: str | None = None,
+        **move: Any,
     ) -> DecisionRecord:
+        """``move``: a move's state and times (``state``, ``planned_ms``, ...)."""
         return cls(
+            **move,
             id=id,
             time_ms=time_ms,
             kind=kind,
@@ -86,6 +101,12 @@ class DecisionLog:
             rec = DecisionRecord.of(next(self._ids), time_ms, kind, explanation, **kw)
             self._items.append(rec)
             return rec
+
+    def update(self, record: DecisionRecord, **fields: Any) -> None:
+        """Move ``record`` on in its life (state and times), in place: the log shows it as it is now."""
+        with self._lock:
+            for k, v in fields.items():
+                setattr(record, k, v)
 
     def latest(self, limit: int = 100, kind: str | None = None) -> list[DecisionRecord]:
         """Newest first."""

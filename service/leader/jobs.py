@@ -1,7 +1,11 @@
 """The leader's periodic work, one method per APScheduler job, plus the moves they share. Mixed into
 ``LeaderJobs``: the split job and manual splits (:mod:`service.leader.split_jobs`), the bundle-data
-writer (:mod:`service.leader.bundle_data_job`), plan / write / apply (:mod:`service.leader.write_window`)
-and Pulsar mode's look at where each move landed (:mod:`service.leader.pulsar_moves`).
+writer (:mod:`service.leader.bundle_data_job`), plan / write / apply (:mod:`service.leader.write_window`),
+the paced move queue and its tick (:mod:`service.leader.move_tick`) and Pulsar mode's second unload of
+a move Pulsar placed elsewhere (:mod:`service.leader.pulsar_moves`).
+
+A shedding cycle no longer writes its plan at once: it submits it to the move queue, which releases
+the moves the disruption budget allows now (``balancer/pacing.py``) and the rest at later ticks.
 
 Every job runs under the service lock: it takes one snapshot (from the watch cache, which the
 service brings up to date before taking the lock), decides purely with ``balancer``, then writes
@@ -22,17 +26,17 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from balancer.config import LoadBalancerConfig
-from balancer.cycle import CyclePlan, Move, plan_shedding_cycle
+from balancer.cycle import CyclePlan, plan_shedding_cycle
 from balancer.explain import Explanation, explain
 from balancer.placement.base import PlacementStrategy, batch_order
 from balancer.placement.pipeline import assign_bundle
 from balancer.shedding.base import LoadSheddingStrategy
-from service.errors import ServiceError, StaleWrite
 from service.leader.bundle_data_job import BundleDataJob
 from service.leader.clock import now_ms
 from service.leader.cluster_view import DecisionLog, DecisionRecord
 from service.leader.executors import Executor, ZkExecutor
 from service.leader.load_view import LoadView, Snapshot
+from service.leader.move_tick import PacedMoves
 from service.leader.pulsar_moves import PulsarMoveCheck
 from service.leader.split_jobs import SplitJobs
 from service.leader.write_window import WriteWindow
@@ -47,7 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
+class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PacedMoves, PulsarMoveCheck):
     """Shedding cycle, orphan reconciliation, bundle-data writer and (``SplitJobs``) split, for one leader."""
 
     def __init__(
@@ -68,7 +72,6 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         self.assigner = assigner
         self.view = view
         self.decisions = decisions
-        self._cycle_sources: set[str] = set()  # brokers that shed in the current cycle
         self.metrics = metrics
         self.history = history
         self.is_leader = is_leader
@@ -89,18 +92,25 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         self.unlocked_s = 0.0  # time spent writing with the service lock let go (see WriteWindow)
         self.last_phases: dict[str, float] = {}
         self._waiting: dict[str, int] = {}  # see WriteWindow._resend_hints
-        self._pending_moves = {}  # see PulsarMoveCheck
-        self.reissued_moves = 0
+        self.reissued_moves = 0  # see PulsarMoveCheck
+        self._init_moves()
 
     @property
     def zk_native(self) -> bool:
         return isinstance(self.executor, ZkExecutor)
 
-    def _record(self, kind: Any, explanation: Explanation, **kw: Any) -> DecisionRecord:
+    def _record(
+        self, kind: Any, explanation: Explanation, to_history: bool = True, **kw: Any
+    ) -> DecisionRecord:
         explanation.numbers.setdefault("leaderEpoch", self.epoch())
         record = self.decisions.add(now_ms(), kind, explanation, **kw)
         # Each move goes into the history with its kind, so a replay tells the leader's from an operator's.
-        if self.history is not None and record.bundle and hasattr(self.history, "append_decision"):
+        if (
+            to_history
+            and self.history is not None
+            and record.bundle
+            and hasattr(self.history, "append_decision")
+        ):
             self.history.append_decision(record)
         return record
 
@@ -114,8 +124,7 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         refreshed = time.monotonic()
         if self.zk_native:
             self._reconcile(snap, config, placement)
-        else:
-            self._check_moves(snap, now)
+        self.follow_moves(now)  # what was served since the last tick: the budget as it is now
         if not self.is_leader():
             return None
         reconciled = time.monotonic()
@@ -124,12 +133,13 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         planner = plan.shedding.summary.numbers.get("plannerSeconds")
         if isinstance(planner, (int, float)):
             self.metrics.planner_time(float(planner))
-        self._cycle_sources = set()
         unlocked_before = self.unlocked_s
-        if isinstance(self.executor, ZkExecutor):
-            applied = self._apply_moves_batched(plan, snap)
-        else:
-            applied = self._apply_moves(plan)
+        # The plan replaces what is still queued of the last one, and goes at the budget's pace: what
+        # may go now is written now, the rest at the next ticks (service/leader/move_tick.py).
+        self.moves.submit(plan.moves, "shedding")
+        applied = self.move_tick(config)
+        for e in self.moves.queued():  # not written: the next plans may choose them again
+            self.view.load.recently_unloaded_bundles.pop(e.bundle, None)
         ended = time.monotonic()
         writing = self.unlocked_s - unlocked_before
         # Where a cycle's time goes, and how much of it held the service lock (all but the writes):
@@ -143,116 +153,19 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         }
         phases = ", ".join(f"{k} {v:.2f} s" for k, v in self.last_phases.items())
         log.info(
-            "shedding cycle: %d move(s) planned, %d applied; %s (write: the lock let go, recording included)",
+            "shedding cycle: %d move(s) planned, %d applied, %d queued; %s (write: the lock let go, "
+            "recording included)",
             len(plan.moves),
             applied,
+            len(self.moves.queued()),
             phases,
         )
-        # Pulsar's doLoadShedding counts what it unloaded, not what the strategy proposed.
-        self.metrics.shedding_unloads(len(self._cycle_sources), applied)
         self.last_plan = plan
         self.cycles += 1
         if self.history is not None:
             self.history.append_cycle(now, self.view.load, snap.owner_map())
         self.metrics.cycle_finished(time.monotonic() - started, applied)
         return plan
-
-    def _apply_moves(self, plan: CyclePlan) -> int:
-        """One executor call per move (a remote admin API): stop at the first fenced refusal.
-
-        Pulsar's unload answers once the bundle's topics are closed, a second or more each: the
-        service lock is let go for each call (the bundle in flight), so operators and REST never wait
-        for a cycle's unloads."""
-        applied = 0
-        for move in plan.moves:
-            if not self.is_leader():
-                log.warning("leadership lost mid-cycle; %s stays on %s", move.bundle, move.source)
-                self.view.load.recently_unloaded_bundles.pop(move.bundle, None)
-                break
-            if move.bundle in self.in_flight:
-                self._refused(move, "an operator's unload or split of it is under way", quiet=True)
-                continue
-            try:
-                with self._writing((move.bundle,)):
-                    self.executor.unload(move.bundle, move.source, move.destination, move.explanation.reason)
-            except ServiceError as e:
-                self._refused(move, str(e))
-                if isinstance(e, StaleWrite):
-                    break
-                continue
-            applied += 1
-            self._applied(move)
-        return applied
-
-    def _apply_moves_batched(self, plan: CyclePlan, snap: Snapshot) -> int:
-        """All moves of the cycle in fenced, pipelined batches (compare-and-set on each assignment)."""
-        if not plan.moves:
-            return 0
-        moves = {m.bundle: m for m in plan.moves}
-        failed: ServiceError | None = None
-        if not self.is_leader():
-            failed = StaleWrite("leadership lost before the moves were written")
-        else:
-            with self._writing(moves):
-                try:
-                    result = self.assigner.unload_many(
-                        ((m.bundle, m.source, m.destination, m.explanation.reason) for m in plan.moves),
-                        snap.assignments,
-                    )
-                except ServiceError as e:
-                    failed = e
-                else:
-                    # Still with the lock let go: what was written goes into the watch cache (its own
-                    # lock) and the decision log, history and metrics (their own locks); a second
-                    # at 30,000 moves that an operator's request no longer waits for.
-                    for op, version in result.done:
-                        move = moves[op.key]
-                        self._applied(move)
-                        data = op.data if op.kind != "delete" else None
-                        self.view.wrote_assignment(move.bundle, data, version)
-        if failed is not None:  # under the lock again: the view's recently-unloaded map
-            for move in plan.moves:
-                self._refused(move, str(failed), quiet=True)
-            log.warning("%d move(s) not written: %s", len(plan.moves), failed)
-            return 0
-        for op, why in result.refused:
-            self._refused(moves[op.key], why, quiet=True)
-        if result.refused:
-            log.warning(
-                "%d of %d move(s) refused (%s), e.g. %s",
-                len(result.refused),
-                len(plan.moves),
-                "leadership lost" if result.fenced_out else result.refused[0][1],
-                result.refused[0][0].key,
-            )
-        log.info(
-            "%d move(s) written in %d transaction(s), %d round(s)",
-            len(result.done),
-            result.transactions,
-            result.rounds,
-        )
-        return len(result.done)
-
-    def _applied(self, move: Move) -> None:
-        self._cycle_sources.add(move.source)
-        self._expect_move(move.bundle, move.destination, move.explanation.reason, now_ms())
-        self._record(
-            "shedding", move.explanation, bundle=move.bundle, source=move.source, destination=move.destination
-        )
-        self.metrics.unloaded(move.explanation.reason)
-
-    def _refused(self, move: Move, why: str, quiet: bool = False) -> None:
-        self.view.load.recently_unloaded_bundles.pop(move.bundle, None)
-        self._record(
-            "shedding",
-            move.explanation,
-            bundle=move.bundle,
-            source=move.source,
-            destination=move.destination,
-            applied=False,
-        )
-        if not quiet:
-            log.warning("move of %s refused: %s", move.bundle, why)
 
     # ---- orphans -----------------------------------------------------------------------------------
     def reconcile(
@@ -261,8 +174,7 @@ class LeaderJobs(SplitJobs, BundleDataJob, WriteWindow, PulsarMoveCheck):
         now = now_ms()
         snap = self.view.refresh(self.store, now, (shedder, placement))
         if not self.zk_native:
-            self._check_moves(snap, now)
-            return 0
+            return 0  # Pulsar's brokers place; the move tick follows where moves landed
         return self._reconcile(snap, config, placement)
 
     def _reconcile(self, snap: Snapshot, config: LoadBalancerConfig, placement: PlacementStrategy) -> int:

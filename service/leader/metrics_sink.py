@@ -11,11 +11,14 @@ from typing import TYPE_CHECKING, Protocol
 from service.zookeeper.session.validate import PATH_KINDS
 
 # The leader's jobs, the label values of ``job_failed`` (service.leader.schedule runs them).
-JOB_NAMES = ("shedding", "reconcile", "bundle-data", "split")
+JOB_NAMES = ("shedding", "reconcile", "bundle-data", "split", "moves")
+# The label values of ``move_served``: where a move was carried out, and whose move it was.
+MOVE_MODES = ("zookeeper", "pulsar")
+MOVE_KINDS = ("shedding", "manual", "drain")
 # What the scheduler did with a due run of a job, the label values of ``job_run``.
 RUN_OUTCOMES = ("started", "executed", "error", "missed", "max_instances")
 
-__all__ = ["JOB_NAMES", "PATH_KINDS", "RUN_OUTCOMES", "MetricsSink", "NoMetrics"]
+__all__ = ["JOB_NAMES", "MOVE_KINDS", "MOVE_MODES", "PATH_KINDS", "RUN_OUTCOMES", "MetricsSink", "NoMetrics"]
 
 if TYPE_CHECKING:
     from service.leader.cluster_view import ClusterView
@@ -39,6 +42,7 @@ class MetricsSink(Protocol):
     def job_wall_time(self, job: str, seconds: float) -> None: ...
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None: ...
     def pulsar_settings(self, problems: int, acting: bool) -> None: ...
+    def move_served(self, mode: str, kind: str, seconds: float) -> None: ...
 
 
 class NoMetrics:
@@ -87,4 +91,7 @@ class NoMetrics:
         pass
 
     def pulsar_settings(self, problems: int, acting: bool) -> None:
+        pass
+
+    def move_served(self, mode: str, kind: str, seconds: float) -> None:
         pass

@@ -19,6 +19,7 @@ from balancer.placement.pipeline import select_broker
 from service.errors import AdminRequired, BundleBusy, NotLeader, StoreUnavailable
 from service.leader.clock import now_ms
 from service.leader.cluster_view import DecisionRecord
+from service.leader.move_queue import MoveRequest
 
 if TYPE_CHECKING:
     import threading
@@ -139,17 +140,12 @@ class ManualOperations:
             # meanwhile (the bundle in flight), so the leader's jobs and REST go on.
             with self.jobs._writing((bundle,)):
                 self.executor.unload(bundle, source, destination, why.reason)
-            # Pulsar mode: where it lands is looked at, and it is unloaded there again if Pulsar
-            # placed it elsewhere (service/leader/pulsar_moves.py).
-            self.jobs._expect_move(bundle, destination, why.reason, now, kind="manual")
             # Not recorded as recently unloaded: Pulsar's admin unload leaves the leader's
             # recentlyUnloadedBundles alone (only its own shedding records there), so an operator's
             # move does not exempt the bundle from shedding for the grace period.
             self._publish_leader_state()
             self.metrics.unloaded(why.reason)
-            return self.jobs._record(
-                "manual", why, bundle=bundle, source=source, destination=destination, principal=principal
-            )
+            return self._manual_move(bundle, source, destination, why, principal)
 
     def _unload_to(self, bundle: str, destination: str, principal: str | None) -> DecisionRecord:
         """ZooKeeper-native unload to a named broker, without the service lock: it needs no load data
@@ -171,9 +167,33 @@ class ManualOperations:
         self.executor.unload(bundle, source, destination, why.reason)
         # As the locked path: not recorded as recently unloaded (Pulsar's admin unload is not).
         self.metrics.unloaded(why.reason)
-        return self.jobs._record(
-            "manual", why, bundle=bundle, source=source, destination=destination, principal=principal
+        return self._manual_move(bundle, source, destination, why, principal)
+
+    def _manual_move(
+        self,
+        bundle: str,
+        source: str | None,
+        destination: str | None,
+        why: Explanation,
+        principal: str | None,
+    ) -> DecisionRecord:
+        """Record an operator's unload, written now, and follow it in the move queue until served
+        (service/leader/move_tick.py): it counts against the in-flight caps meanwhile, its time to
+        served goes to the histogram, and in Pulsar mode it is unloaded again to its destination if
+        Pulsar placed it elsewhere (service/leader/pulsar_moves.py)."""
+        now = now_ms()
+        record = self.jobs._record(
+            "manual",
+            why,
+            bundle=bundle,
+            source=source,
+            destination=destination,
+            principal=principal,
+            state="in_flight",
+            released_ms=now,
         )
+        self.jobs.track_manual(MoveRequest(bundle, source, destination, why), record, now)
+        return record
 
     def split(
         self,

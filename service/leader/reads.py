@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from balancer.bundles import NamespaceBundles
 from balancer.cycle import CyclePlan, plan_shedding_cycle
 from balancer.errors import PreconditionFailed
+from balancer.pacing import PacingLimits
 from service.leader.clock import now_ms
 from service.leader.cluster_view import ClusterView, DecisionLog, DecisionRecord
 from service.zookeeper.metadata.namespaces import NamespaceAdmin
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from balancer.config import LoadBalancerConfig
     from balancer.placement.base import PlacementStrategy
     from balancer.shedding.base import LoadSheddingStrategy
+    from service.leader.jobs import LeaderJobs
     from service.leader.load_view import LoadView
     from service.leader.metrics_sink import MetricsSink
     from service.settings import Settings
@@ -53,6 +55,7 @@ class ClusterReads:
         _view_cache: ClusterView | None
         _loadview: LoadView
         _published: tuple[dict[str, Any], dict[str, int]]
+        jobs: LeaderJobs
 
         def is_leader(self) -> bool: ...
 
@@ -107,6 +110,43 @@ class ClusterReads:
             return plan_shedding_cycle(
                 view.load, self._config, shedder, placement, view.ctx, now, random.Random(0)
             )
+
+    def dry_run_schedule(self) -> tuple[CyclePlan, dict[str, Any]]:
+        """:meth:`dry_run`, and when its moves would go under the disruption budget
+        (``balancer/pacing.py``) given the moves queued and in flight now: which at once, which wait
+        and why. Nothing is queued."""
+        plan = self.dry_run()
+        with self._lock:
+            now = now_ms()
+            moves = self.jobs.moves
+            sched = moves.preview(plan.moves, now, PacingLimits.of(self._config))
+            flights = moves.in_flight()
+            others = [e for e in moves.queued() if e.kind != "shedding"]
+        return plan, {
+            "timeMs": now,
+            "now": [m.bundle for m in sched.release if m.plan == -1],
+            "waiting": [
+                {
+                    "bundle": m.bundle,
+                    "source": m.source,
+                    "destination": m.destination,
+                    **why.model_dump(mode="json"),
+                }
+                for m, why in sched.waiting
+                if m.plan == -1
+            ],
+            "inFlight": [
+                {
+                    "bundle": e.bundle,
+                    "source": e.source,
+                    "destination": e.destination,
+                    "kind": e.kind,
+                    "releasedMs": e.released_ms,
+                }
+                for e in flights
+            ],
+            "queuedOtherKinds": len(others),
+        }
 
     def namespaces(self) -> NamespaceAdmin:
         """Namespace administration on this instance's session: plain compare-and-set writes of

@@ -7,7 +7,11 @@
   namespaces get a broker, so a dead broker's bundles are owned again within one shedding interval;
 * ``bundle-data`` every ``loadBalancerResourceQuotaUpdateIntervalMinutes``: bundle data (top K) and
   brokers' time averages written;
-* ``split`` every shedding interval: Pulsar's split conditions, executed through the executor.
+* ``split`` every shedding interval: Pulsar's split conditions, executed through the executor;
+* ``moves`` every :data:`MOVE_TICK_S` (at most the shedding interval): the move tick follows each
+  move in flight until served and releases queued moves at the disruption budget's pace
+  (:mod:`service.leader.move_tick`); a second, so a plan's moves follow one another as each is served,
+  not a shedding interval apart.
 
 Jobs are paused while this instance does not lead. Intervals are minutes, fractions allowed
 (0.05 = 3 s); each is floored at 0.2 s.
@@ -69,6 +73,9 @@ _OUTCOME = {
 logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
 
+MOVE_TICK_S = 1.0
+
+
 def job_intervals(config: LoadBalancerConfig) -> dict[str, float]:
     """Seconds between runs of each job under ``config``."""
     shed = max(config.loadBalancerSheddingIntervalMinutes * 60, 0.2)
@@ -77,6 +84,7 @@ def job_intervals(config: LoadBalancerConfig) -> dict[str, float]:
         "reconcile": max(min(shed / 2, 30.0), 0.2),
         "bundle-data": max(config.loadBalancerResourceQuotaUpdateIntervalMinutes * 60, 0.2),
         "split": shed,
+        "moves": max(min(MOVE_TICK_S, shed), 0.2),
     }
 
 
@@ -121,6 +129,8 @@ class LeaderSchedule:
             log.warning("scheduled %s run due %s raised: %r", job, due, exc, extra=mine)
         else:
             level = logging.INFO if job == "shedding" else logging.DEBUG
+            if job == "moves":  # every second: its runs would bury every other line even at DEBUG
+                level = logging.DEBUG - 5
             log.log(level, "scheduled %s run due %s %s", job, due, outcome, extra=mine)
         if self._on_run is not None:
             with contextlib.suppress(Exception):

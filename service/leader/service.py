@@ -210,8 +210,13 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
             "reconcile": lambda: self._leader_job("reconcile", self.jobs.reconcile),
             "bundle-data": lambda: self._leader_job("bundle-data", self.jobs.write_bundle_data),
             "split": lambda: self._leader_job("split", self._auto_split),
+            "moves": lambda: self._leader_job("moves", self._move_tick),
         }
         self._schedule.apply(self._config, funcs, self.is_leader() and self._synced)
+
+    def _move_tick(self, config: LoadBalancerConfig, s: LoadSheddingStrategy, p: PlacementStrategy) -> int:
+        # Pulsar mode while the brokers' own load manager acts: follow the moves, release none.
+        return self.jobs.move_tick(config, release=self.pulsar_acting())
 
     def _auto_split(self, config: LoadBalancerConfig, s: LoadSheddingStrategy, p: PlacementStrategy) -> int:
         return self.jobs.auto_split(config, s, p) if config.loadBalancerAutoBundleSplitEnabled else 0
@@ -233,14 +238,16 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
             # The job's ZooKeeper reads happen here, outside the service lock (the watch cache has
             # its own); under the lock the job's refresh then finds at most a few new events to read.
             try:
-                self._loadview.prefetch(self.store)
+                if name != "moves":  # the move tick reads only its moves' own nodes
+                    self._loadview.prefetch(self.store)
             except ServiceError as e:
                 log.info("%s job: prefetch deferred: %s", name, e)
             with self._lock:
                 if not self.is_leader():
                     return False
+                done: Any = None
                 try:
-                    fn(self._config, self._shedder, self._placement)
+                    done = fn(self._config, self._shedder, self._placement)
                 except ServiceError as e:
                     log.warning("%s job: %s", name, e)
                     self.metrics.zk_error(type(e).__name__)
@@ -253,7 +260,8 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
                     self._consecutive_failures[name] = 0
                     if name == "shedding":
                         self._last_cycle_ok = time.monotonic()
-                self._publish_leader_state()
+                if name != "moves" or done:
+                    self._publish_leader_state()
             if name == "shedding":
                 with contextlib.suppress(ServiceError):
                     self._publish_view()
@@ -289,6 +297,7 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
         self.metrics.job_failed(name)
 
     def _on_elected(self) -> None:
+        self.jobs.drop_moves("a new leader term starts with an empty move queue")
         with self._lock:
             self._loadview.reset()  # a new term starts from a full re-read
             self._publish_leader_state()
@@ -325,6 +334,8 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
 
     def _on_revoked(self) -> None:
         self._schedule.pause()
+        # The queue is this term's: a later leader re-plans on what it reads (move_queue.py).
+        self.jobs.drop_moves("leadership lost")
         self.metrics.leader_changed(False)
 
     def _fenced_out(self, why: str) -> None:

@@ -34,6 +34,7 @@ def exported() -> dict[str, set[str]]:
     m.leader_changed(True)
     m.zk_error("ConnectionLoss")
     m.malformed_node("brokers")
+    m.move_served("zookeeper", "shedding", 0.4)
     out: dict[str, set[str]] = {}
     for fam in text_string_to_metric_families(m.render().decode()):
         for s in fam.samples:
@@ -108,6 +109,7 @@ def test_dashboard_hygiene_and_required_panels() -> None:
         "loadmgr_shedding_cycle_duration_seconds_bucket",
         "loadmgr_broker_msg_rate_in_messages_per_second",
         "loadmgr_broker_throughput_in_bytes_per_second",
+        "loadmgr_bundle_move_served_duration_seconds_bucket",
     ):
         assert needed in exprs, needed
     ids = [p["id"] for p in dash["panels"]]

@@ -40,6 +40,9 @@ FAST = {
     "loadBalancerBundleUnloadMinThroughputThreshold": 0.01,
     "loadBalancerSheddingGracePeriodMinutes": 10.0,
     "loadBalancerAutoBundleSplitEnabled": False,
+    # Pulsar's 180 s scaled as the shedding interval is (60 s -> 3 s): a test's second plan is not
+    # held for three minutes behind its first.
+    "loadBalanceSheddingDelayInSeconds": 9,
 }
 
 

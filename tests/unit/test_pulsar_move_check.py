@@ -1,6 +1,8 @@
-"""Pulsar mode looks where each move landed (``service/leader/pulsar_moves.py``): Pulsar 4.0.7 may spend
-a ``destinationBroker`` affinity and place the bundle itself; the leader then unloads it again to the
-destination it decided, a bounded number of times, each recorded as a decision."""
+"""The move queue's tick (``service/leader/move_tick.py``) and Pulsar mode's second unload
+(``service/leader/pulsar_moves.py``): one tracker follows every move until it is served at its
+destination, in both modes. Pulsar 4.0.7 may spend a ``destinationBroker`` affinity and place the
+bundle itself; the leader then unloads it again to the destination it decided, a bounded number of
+times, each recorded as a decision. A leader that loses its term drops its queue."""
 
 from __future__ import annotations
 
@@ -8,140 +10,276 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.errors import ServiceError
+from balancer.config import LoadBalancerConfig
+from balancer.explain import explain
+from balancer.models import LoadData
+from service.errors import ServiceError, StaleWrite
+from service.leader.clock import now_ms
+from service.leader.cluster_view import DecisionLog
+from service.leader.move_queue import MoveRequest
+from service.leader.move_tick import PacedMoves
 from service.leader.pulsar_moves import REFUSALS, REISSUES, UNOWNED_FOR_MS, PulsarMoveCheck
 from service.leader.write_window import WriteWindow
+from service.zookeeper import paths as P
 from service.zookeeper.metadata.records import Owner
 
-B = "public/skewed/0x00000000_0x20000000"
+NS = "public/skewed"
+B = f"{NS}/0x00000000_0x20000000"
+B2 = f"{NS}/0x20000000_0x40000000"
 S, D, X = "127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"
+CONFIG = LoadBalancerConfig()
 
 
 @dataclass
-class _Snap:
-    owners: dict[str, Owner]
-    brokers: dict[str, object] = field(default_factory=lambda: dict.fromkeys((S, D, X), object()))
-    bundles: set[str] = field(default_factory=lambda: {B})
+class _Layout:
+    bundle_names: list[str]
 
-    def live_bundles(self) -> set[str]:
-        return set(self.bundles)
+
+@dataclass
+class _Versioned:
+    value: Any
+    version: int = 0
+
+
+@dataclass
+class _Store:
+    owners: dict[str, str] = field(default_factory=dict)
+    brokers: list[str] = field(default_factory=lambda: [S, D, X])
+    bundles: list[str] = field(default_factory=lambda: [B, B2])
+
+    def broker_ids(self) -> list[str]:
+        return list(self.brokers)
+
+    def read_owner(self, bundle: str) -> Owner | None:
+        who = self.owners.get(bundle)
+        return None if who is None else Owner(who, 1, 0)
+
+    def read_layout(self, ns: str) -> _Versioned | None:
+        return _Versioned(_Layout(list(self.bundles))) if ns == NS else None
+
+    def get_many(self, paths: list[str]) -> dict[str, tuple[str, None]]:
+        known = {P.ownership_path(b): who for b, who in self.owners.items()}
+        return {p: (known[p], None) for p in paths if p in known}
+
+    def decode_owner(self, path: str, raw: str, stat: None) -> Owner:
+        return Owner(raw, 1, 0)
+
+    def decode_assignment(self, path: str, raw: str, stat: None) -> None:
+        return None
 
 
 class _Executor:
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: ServiceError | None = None) -> None:
         self.calls: list[tuple[str, str | None, str | None, str]] = []
         self.fail = fail
 
     def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
-        if self.fail:
-            raise ServiceError("HTTP 503")
+        if self.fail is not None:
+            raise self.fail
         self.calls.append((bundle, source, destination, reason))
 
 
-class _Jobs(PulsarMoveCheck, WriteWindow):
-    def __init__(self, executor: _Executor, zk_native: bool = False) -> None:
+@dataclass
+class _View:
+    load: LoadData = field(default_factory=LoadData)
+
+
+class _Jobs(PacedMoves, PulsarMoveCheck, WriteWindow):
+    def __init__(self, executor: _Executor, store: _Store) -> None:
         self.executor = executor  # type: ignore[assignment]
+        self.store = store  # type: ignore[assignment]
+        self.view = _View()  # type: ignore[assignment]
+        self.decisions = DecisionLog(100)
+        self.history = None
         self.in_flight = frozenset()
         self.unlocked_s = 0.0
         self.unlocked = contextlib.nullcontext
-        self._native = zk_native
-        self._pending_moves = {}
         self.reissued_moves = 0
         self.metrics = self  # type: ignore[assignment]
         self.unloads: list[str] = []
-        self.records: list[tuple[str, Any, dict[str, Any]]] = []
+        self.served: list[tuple[str, str, float]] = []
+        self.leader = True
+        self.epoch = lambda: 7 if self.leader else None
+        self._init_moves()
 
     @property
     def zk_native(self) -> bool:
-        return self._native
+        return False
 
     def is_leader(self) -> bool:
-        return True
+        return self.leader
 
     def unloaded(self, reason: str) -> None:
         self.unloads.append(reason)
 
-    def _record(self, kind: Any, explanation: Any, **kw: Any) -> Any:
-        self.records.append((kind, explanation, kw))
+    def shedding_unloads(self, brokers: int, bundles: int) -> None:
+        pass
+
+    def move_served(self, mode: str, kind: str, seconds: float) -> None:
+        self.served.append((mode, kind, seconds))
+
+    def _record(self, kind: Any, explanation: Any, to_history: bool = True, **kw: Any) -> Any:
+        return self.decisions.add(0, kind, explanation, **kw)
 
 
-def _owned_by(broker: str | None) -> _Snap:
-    return _Snap({} if broker is None else {B: Owner(broker, 1, 0)})
+def _move(bundle: str = B, source: str = S, dest: str | None = D) -> MoveRequest:
+    return MoveRequest(bundle, source, dest, explain("overloaded", "test", subject=bundle))
+
+
+def _jobs(fail: ServiceError | None = None) -> tuple[_Jobs, _Executor, _Store]:
+    ex, store = _Executor(fail), _Store(owners={B: S, B2: S})
+    return _Jobs(ex, store), ex, store
+
+
+def _state(jobs: _Jobs, bundle: str = B) -> str | None:
+    rec = next(r for r in jobs.decisions.latest(100) if r.bundle == bundle and r.state is not None)
+    return rec.state
+
+
+def test_a_plan_is_released_one_move_per_source_each_after_the_previous_is_served() -> None:
+    jobs, ex, store = _jobs()
+    jobs.moves.submit([_move(B), _move(B2)], "shedding")
+    assert _state(jobs, B) == "planned" and _state(jobs, B2) == "planned"
+    assert jobs.move_tick(CONFIG) == 1
+    assert ex.calls == [(B, S, D, "overloaded")]
+    assert _state(jobs, B) == "in_flight" and _state(jobs, B2) == "planned"
+    note = next(r for r in jobs.decisions.latest(100) if r.bundle == B2).note
+    assert note is not None and note["reason"] == "source_busy"
+    store.owners.pop(B)  # unloaded, not looked up yet: still in flight, B2 still waits
+    assert jobs.move_tick(CONFIG) == 0 and len(ex.calls) == 1
+    store.owners[B] = D  # served at its destination: the next goes
+    assert jobs.move_tick(CONFIG) == 1
+    assert ex.calls[-1] == (B2, S, D, "overloaded")
+    assert _state(jobs, B) == "served" and [(m, k) for m, k, _ in jobs.served] == [("pulsar", "shedding")]
+    rec = next(r for r in jobs.decisions.latest(100) if r.bundle == B)
+    assert rec.applied and rec.released_ms is not None and rec.served_ms is not None
 
 
 def test_a_move_pulsar_placed_elsewhere_is_unloaded_again_to_its_destination_then_given_up() -> None:
-    ex = _Executor()
-    jobs = _Jobs(ex)
-    jobs._expect_move(B, D, "overloaded", 1_000)
-    assert jobs._check_moves(_owned_by(None), 2_000) == 0  # not looked up yet: wait
-    assert jobs._check_moves(_owned_by(X), 3_000) == 1  # Pulsar put it on X
-    assert ex.calls == [(B, X, D, "destination_not_honoured")]
-    kind, why, kw = jobs.records[0]
-    assert kind == "shedding" and kw == {"bundle": B, "source": X, "destination": D}
-    assert why.numbers["placedOn"] == X and why.numbers["decidedReason"] == "overloaded"
+    jobs, ex, store = _jobs()
+    jobs.moves.submit([_move(B)], "shedding")
+    jobs.move_tick(CONFIG)
+    store.owners[B] = X  # Pulsar put it on X
+    jobs.move_tick(CONFIG)
+    assert ex.calls[-1] == (B, X, D, "destination_not_honoured")
+    rec = jobs.decisions.latest(1)[0]
+    assert rec.kind == "shedding" and (rec.source, rec.destination) == (X, D)
+    assert (
+        rec.explanation["numbers"]["placedOn"] == X
+        and rec.explanation["numbers"]["decidedReason"] == "overloaded"
+    )
     for _ in range(REISSUES + 2):
-        jobs._check_moves(_owned_by(X), 4_000)
-    assert len(ex.calls) == REISSUES and jobs.reissued_moves == REISSUES  # bounded, then left there
-    assert jobs.unloads == ["destination_not_honoured"] * REISSUES
-    assert jobs._pending_moves == {}
+        jobs.move_tick(CONFIG)
+    assert len(ex.calls) == 1 + REISSUES and jobs.reissued_moves == REISSUES  # bounded, then left there
+    assert jobs.unloads == ["overloaded"] + ["destination_not_honoured"] * REISSUES
+    assert jobs.moves.in_flight() == [] and _state(jobs, B) == "unserved"
 
 
-def test_a_move_that_landed_or_cannot_land_is_forgotten_without_an_unload() -> None:
-    for snap, now in (
-        (_owned_by(D), 2_000),  # where decided
-        (_Snap({B: Owner(X, 1, 0)}, bundles=set()), 2_000),  # split or deleted since
-        (_Snap({B: Owner(X, 1, 0)}, brokers={S: object(), X: object()}), 2_000),  # destination gone
-        (_owned_by(None), 1_000 + UNOWNED_FOR_MS + 1),  # nobody looked it up for that long
-    ):
-        ex = _Executor()
-        jobs = _Jobs(ex)
-        jobs._expect_move(B, D, "overloaded", 1_000)
-        assert jobs._check_moves(snap, now) == 0  # type: ignore[arg-type]
-        assert ex.calls == [] and jobs._pending_moves == {}
+def test_an_unload_again_pulsar_refuses_is_tried_at_the_next_tick_a_bounded_number_of_times() -> None:
+    jobs, ex, store = _jobs()
+    jobs.moves.submit([_move(B)], "shedding")
+    jobs.move_tick(CONFIG)
+    store.owners[B] = X
+    ex.fail = ServiceError("HTTP 503")
+    for _ in range(REFUSALS - 1):
+        jobs.move_tick(CONFIG)
+        assert jobs.moves.get_in_flight(B) is not None  # still followed
+    ex.fail = None  # the bundle's move in Pulsar is over: the next try goes through
+    jobs.move_tick(CONFIG)
+    assert ex.calls[-1] == (B, X, D, "destination_not_honoured")
+    jobs2, ex2, store2 = _jobs()
+    jobs2.moves.submit([_move(B)], "shedding")
+    jobs2.move_tick(CONFIG)
+    store2.owners[B] = X
+    ex2.fail = ServiceError("HTTP 503")
+    for _ in range(REFUSALS):
+        jobs2.move_tick(CONFIG)
+    assert jobs2.moves.in_flight() == [] and _state(jobs2, B) == "unserved"  # refused every time: left there
 
 
-def test_zookeeper_native_mode_and_moves_without_destination_are_not_watched() -> None:
-    native = _Jobs(_Executor(), zk_native=True)
-    native._expect_move(B, D, "overloaded", 1_000)
-    assert native._pending_moves == {}
-    jobs = _Jobs(_Executor())
-    jobs._expect_move(B, None, "overloaded", 1_000)
-    assert jobs._pending_moves == {}
+def test_a_move_that_cannot_land_is_given_up_without_an_unload() -> None:
+    for change in ("destination left", "split", "nobody looks it up"):
+        jobs, ex, store = _jobs()
+        jobs.moves.submit([_move(B)], "shedding")
+        jobs.move_tick(CONFIG)
+        store.owners.pop(B)
+        if change == "destination left":
+            store.brokers.remove(D)
+        elif change == "split":
+            store.bundles.remove(B)
+        jobs.move_tick(CONFIG)
+        if change == "nobody looks it up":
+            assert jobs.moves.get_in_flight(B) is not None
+            entry = jobs.moves.get_in_flight(B)
+            assert entry is not None and entry.since_ms is not None
+            entry.since_ms -= UNOWNED_FOR_MS + 1
+            jobs.move_tick(CONFIG)
+        assert jobs.moves.in_flight() == [] and len(ex.calls) == 1, change
+        assert _state(jobs, B) == "unserved" and jobs.served == []
 
 
-def test_an_unload_again_pulsar_refuses_is_tried_at_the_next_refresh_a_bounded_number_of_times() -> None:
-    ex = _Executor(fail=True)
-    jobs = _Jobs(ex)
-    jobs._expect_move(B, D, "overloaded", 1_000)
-    for i in range(REFUSALS - 1):
-        assert jobs._check_moves(_owned_by(X), 2_000 + i) == 0  # type: ignore[arg-type]
-        assert B in jobs._pending_moves and jobs.records == []  # still followed
-    ex.fail = False  # the bundle's move in Pulsar is over: the next try goes through
-    assert jobs._check_moves(_owned_by(X), 3_000) == 1  # type: ignore[arg-type]
-    assert ex.calls == [(B, X, D, "destination_not_honoured")]
-    jobs2 = _Jobs(_Executor(fail=True))
-    jobs2._expect_move(B, D, "overloaded", 1_000)
-    for i in range(REFUSALS):
-        jobs2._check_moves(_owned_by(X), 2_000 + i)  # type: ignore[arg-type]
-    assert jobs2._pending_moves == {} and jobs2.records == []  # refused every time: left there
+def test_a_queued_move_no_longer_on_its_source_is_refused_when_its_turn_comes() -> None:
+    jobs, ex, store = _jobs()
+    store.owners[B2] = X  # someone else moved it since the plan
+    jobs.moves.submit([_move(B2)], "shedding")
+    assert jobs.move_tick(CONFIG) == 0 and ex.calls == []
+    rec = next(r for r in jobs.decisions.latest(100) if r.bundle == B2)
+    assert rec.state == "refused" and not rec.applied and "no longer on" in (rec.note or {})["message"]
 
 
-def test_an_operators_move_is_followed_up_as_an_operators_decision() -> None:
-    ex = _Executor()
-    jobs = _Jobs(ex)
-    jobs._expect_move(B, D, "manual_unload", 1_000, kind="manual")
-    assert jobs._check_moves(_owned_by(S), 2_000) == 1  # Pulsar put it back where it was
-    assert ex.calls == [(B, S, D, "destination_not_honoured")]
-    kind, why, _ = jobs.records[0]
-    assert kind == "manual" and why.numbers["decidedReason"] == "manual_unload"
+def test_an_operators_move_is_followed_and_holds_its_sources_slot() -> None:
+    jobs, ex, store = _jobs()
+    why = explain("manual_unload", "operator", subject=B)
+    store.owners.pop(B)
+    now = now_ms()
+    rec = jobs._record("manual", why, bundle=B, source=S, destination=D, state="in_flight", released_ms=now)
+    jobs.track_manual(MoveRequest(B, S, D, why), rec, now)
+    jobs.moves.submit([_move(B2)], "shedding")
+    assert jobs.move_tick(CONFIG) == 0  # S has an unload in flight: the operator's
+    store.owners[B] = S  # Pulsar put it back where it was
+    jobs.move_tick(CONFIG)
+    assert ex.calls[0] == (B, S, D, "destination_not_honoured")
+    assert jobs.decisions.latest(1)[0].kind == "manual"
 
 
-def test_a_bundle_in_flight_is_left_to_the_unload_under_way() -> None:
-    ex = _Executor()
-    jobs = _Jobs(ex)
-    jobs._expect_move(B, D, "overloaded", 1_000)
-    jobs.in_flight = frozenset({B})  # an operator's unload of it runs with the lock let go
-    assert jobs._check_moves(_owned_by(X), 2_000) == 0  # type: ignore[arg-type]
-    assert ex.calls == [] and B in jobs._pending_moves
-    jobs.in_flight = frozenset()
-    assert jobs._check_moves(_owned_by(X), 3_000) == 1  # type: ignore[arg-type]
+def test_a_later_plan_replaces_what_is_still_queued() -> None:
+    jobs, _, _ = _jobs()
+    jobs.moves.submit([_move(B), _move(B2)], "shedding")
+    jobs.move_tick(CONFIG)
+    jobs.moves.submit([], "shedding")  # a cycle that plans nothing leaves the plan to finish
+    assert [e.bundle for e in jobs.moves.queued()] == [B2] and _state(jobs, B2) == "planned"
+    jobs.moves.submit([_move(B2, dest=X)], "shedding")  # a new plan replaces what is still queued
+    assert [e.destination for e in jobs.moves.queued()] == [X]
+    replaced = [r for r in jobs.decisions.latest(100) if r.bundle == B2 and r.state == "replaced"]
+    assert len(replaced) == 1 and replaced[0].destination == D
+    assert _state(jobs, B) == "in_flight"  # what was written is still followed
+
+
+def test_losing_leadership_drops_the_queue_and_releases_nothing() -> None:
+    jobs, ex, store = _jobs()
+    jobs.moves.submit([_move(B), _move(B2)], "shedding")
+    jobs.move_tick(CONFIG)
+    jobs.leader = False
+    assert jobs.move_tick(CONFIG) == 0
+    assert len(jobs.moves) == 0 and _state(jobs, B2) == "dropped" and _state(jobs, B) == "dropped"
+    store.owners[B] = D
+    jobs.leader = True
+    assert jobs.move_tick(CONFIG) == 0 and len(ex.calls) == 1 and jobs.served == []
+
+
+def test_a_fenced_write_refused_stops_releasing_and_drops_the_queue() -> None:
+    jobs, _, store = _jobs(fail=StaleWrite("fenced out"))
+    store.owners[B2] = X
+    jobs.moves.submit([_move(B), _move(B2, source=X)], "shedding")
+    assert jobs.move_tick(CONFIG) == 0
+    assert len(jobs.moves) == 0
+    assert _state(jobs, B) == "refused" and _state(jobs, B2) == "refused"
+
+
+def test_a_new_term_starts_with_an_empty_queue() -> None:
+    jobs, _, _ = _jobs()
+    jobs.moves.submit([_move(B), _move(B2)], "shedding")
+    jobs.move_tick(CONFIG)
+    jobs.epoch = lambda: 8  # elected again: another term
+    jobs.move_tick(CONFIG)
+    assert _state(jobs, B2) == "dropped"

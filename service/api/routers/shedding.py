@@ -21,12 +21,19 @@ router = APIRouter(tags=["shedding"])
     summary="What the shedding strategy would unload now and where, changing nothing",
 )
 def dry_run(service: ServiceDep) -> dict[str, Any]:
-    plan = service.dry_run()
+    """``schedule``: when each move would go under the disruption budget (which now, which wait and
+    why), given the moves queued and in flight."""
+    schedule = None
+    if hasattr(service, "dry_run_schedule"):
+        plan, schedule = service.dry_run_schedule()
+    else:
+        plan = service.dry_run()
     shedding = getattr(plan, "shedding", None)
     return {
         "moves": [views.move(m) for m in getattr(plan, "moves", [])],
         "skipped": [views.jsonable(s) for s in getattr(plan, "skipped", [])],
         "shedding": views.jsonable(shedding) if shedding is not None else None,
+        "schedule": schedule,
         "changed": False,
     }
 

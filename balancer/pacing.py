@@ -1,0 +1,219 @@
+"""Pacing a plan's moves by a disruption budget: which unloads go now, and why the others wait.
+
+A shedding cycle decides a whole plan at once; carried out at once (four unloads from one broker in
+a second) every client of that broker reconnects together, and publish p99 around the moves reached
+1,471 ms on real brokers against ThresholdShedder's 59 ms (BENCHMARKS, issue 30). So a plan is
+queued and released by :func:`pace`, called by the leader every second or so:
+
+* at most ``per_broker`` unloads in flight from one source broker, and ``cluster`` in the cluster;
+  a move is *in flight* from its unload until the bundle is served at its destination, so with
+  ``per_broker`` 1 a broker's next unload waits until its previous bundle is served where it was sent;
+* a move in flight longer than ``served_timeout_ms`` stops holding its slot (a bundle no client looks
+  up is never served in Pulsar mode; pacing must not stall on it), and its bundle may be moved again;
+* a shedding plan sheds at most ``brokers_per_cycle`` source brokers
+  (``loadBalancerMaxNumberOfBrokerSheddingPerCycle``); the others' moves wait for the next cycle;
+* cooldown (``loadBalanceSheddingDelayInSeconds``, Extensible's key): a broker that unloaded at time
+  t is not shed again by a plan made (``data_ms``) less than the delay after t. Pulsar's
+  TransferShedder compares the broker's load report time and skips the whole cycle; here only that
+  broker's moves wait (its load is the one not yet re-measured), and the service passes the plan's
+  time (a Modular broker may not report for 15 minutes). The moves of the plan that unloaded it,
+  and of a re-plan that carries on a shedding still queued for it, are that same shedding and do
+  not wait.
+
+Operator (``manual``) and ``drain`` moves obey the in-flight caps only, and go before shedding ones.
+Pure: no clock (``now_ms`` is passed), no I/O; every waiting move carries its explanation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from balancer.config import LoadBalancerConfig
+from balancer.explain import Explanation, explain
+
+KINDS = ("manual", "drain", "shedding")  # release priority, first first
+
+
+@dataclass(frozen=True)
+class QueuedMove:
+    """A move waiting to be released. ``plan`` names its submission (a shedding cycle's plan);
+    ``data_ms`` is the time the plan's view of its source dates from (None: now)."""
+
+    bundle: str
+    source: str | None
+    destination: str | None
+    kind: str = "shedding"
+    plan: int = 0
+    data_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class MoveInFlight:
+    """A released move not yet served at its destination; ``since_ms`` is its (last) unload."""
+
+    bundle: str
+    source: str | None
+    destination: str | None
+    kind: str
+    plan: int
+    since_ms: int
+
+
+@dataclass(frozen=True)
+class BrokerHistory:
+    """A source broker's last unload (``last_unload_ms``) and the plan whose shedding it belongs to."""
+
+    last_unload_ms: int | None = None
+    plan: int | None = None
+
+
+@dataclass(frozen=True)
+class PacingLimits:
+    """The budget; a cap <= 0 means no cap (the plan goes at once, as before issue 46)."""
+
+    per_broker: int = 1
+    cluster: int = 3
+    brokers_per_cycle: int = 3
+    cooldown_ms: int = 180_000
+    served_timeout_ms: int = 30_000
+
+    @classmethod
+    def of(cls, config: LoadBalancerConfig) -> PacingLimits:
+        """The budget ``config``'s keys set."""
+        return cls(
+            per_broker=config.loadBalancerMaxUnloadsInFlightPerBroker,
+            cluster=config.loadBalancerMaxUnloadsInFlight,
+            brokers_per_cycle=config.loadBalancerMaxNumberOfBrokerSheddingPerCycle,
+            cooldown_ms=int(config.loadBalanceSheddingDelayInSeconds * 1000),
+            served_timeout_ms=int(config.loadBalancerUnloadServedTimeoutSeconds * 1000),
+        )
+
+
+@dataclass
+class Schedule:
+    """What :func:`pace` decided: ``release`` in order; ``waiting`` each with why; ``holding``: the
+    moves in flight that hold a slot (not past the served timeout)."""
+
+    release: list[QueuedMove] = field(default_factory=list)
+    waiting: list[tuple[QueuedMove, Explanation]] = field(default_factory=list)
+    holding: list[MoveInFlight] = field(default_factory=list)
+
+
+def _capped(limit: int) -> bool:
+    return limit > 0
+
+
+def admitted_sources(
+    queue: Sequence[QueuedMove], in_flight: Sequence[MoveInFlight], limit: int
+) -> dict[int, list[str]]:
+    """Per shedding plan, the first ``limit`` source brokers in plan order (already released first)."""
+    seen: dict[int, list[str]] = {}
+    ordered = [
+        (m.plan, m.source) for m in sorted(in_flight, key=lambda f: f.since_ms) if m.kind == "shedding"
+    ]
+    ordered += [(m.plan, m.source) for m in queue if m.kind == "shedding"]
+    for plan, source in ordered:
+        brokers = seen.setdefault(plan, [])
+        if source is not None and source not in brokers and (not _capped(limit) or len(brokers) < limit):
+            brokers.append(source)
+    return seen
+
+
+def pace(
+    queue: Sequence[QueuedMove],
+    in_flight: Sequence[MoveInFlight],
+    history: Mapping[str, BrokerHistory],
+    now_ms: int,
+    limits: PacingLimits,
+) -> Schedule:
+    """Which of ``queue`` (in plan order) to release now, given the moves ``in_flight``."""
+    out = Schedule()
+    timeout = limits.served_timeout_ms
+    out.holding = [f for f in in_flight if timeout <= 0 or now_ms - f.since_ms < timeout]
+    per_source: dict[str | None, list[MoveInFlight | QueuedMove]] = {}
+    for f in out.holding:
+        per_source.setdefault(f.source, []).append(f)
+    busy_bundles = {f.bundle for f in out.holding}
+    admitted = admitted_sources(queue, in_flight, limits.brokers_per_cycle)
+    total = len(out.holding)
+    order = sorted(
+        range(len(queue)), key=lambda i: (KINDS.index(queue[i].kind) if queue[i].kind in KINDS else 0, i)
+    )
+    for i in order:
+        move = queue[i]
+        why = _why_wait(move, per_source, busy_bundles, admitted, history, total, now_ms, limits)
+        if why is not None:
+            out.waiting.append((move, why))
+            continue
+        out.release.append(move)
+        per_source.setdefault(move.source, []).append(move)
+        busy_bundles.add(move.bundle)
+        total += 1
+    return out
+
+
+def _why_wait(
+    move: QueuedMove,
+    per_source: Mapping[str | None, list[MoveInFlight | QueuedMove]],
+    busy_bundles: set[str],
+    admitted: Mapping[int, list[str]],
+    history: Mapping[str, BrokerHistory],
+    total: int,
+    now_ms: int,
+    limits: PacingLimits,
+) -> Explanation | None:
+    b, src = move.bundle, move.source
+    if b in busy_bundles:
+        return explain("bundle_in_flight", "an earlier move of this bundle is not served yet", subject=b)
+    if move.kind == "shedding" and src is not None:
+        if _capped(limits.brokers_per_cycle) and src not in admitted.get(move.plan, []):
+            brokers = admitted.get(move.plan, [])
+            return explain(
+                "broker_cap",
+                f"this cycle already sheds {len(brokers)} broker(s) ({', '.join(brokers)}), the most "
+                "loadBalancerMaxNumberOfBrokerSheddingPerCycle allows; the next cycle re-plans",
+                subject=b,
+                source=src,
+                maxBrokers=limits.brokers_per_cycle,
+            )
+        h = history.get(src)
+        if limits.cooldown_ms > 0 and h is not None and h.last_unload_ms is not None and h.plan != move.plan:
+            basis = move.data_ms if move.data_ms is not None else now_ms
+            elapsed = basis - h.last_unload_ms
+            if elapsed < limits.cooldown_ms:
+                return explain(
+                    "cooldown",
+                    f"{src} unloaded a bundle {max(now_ms - h.last_unload_ms, 0) / 1000:.0f} s ago and this "
+                    f"plan dates from {elapsed / 1000:.0f} s after that, under "
+                    f"loadBalanceSheddingDelayInSeconds; the next cycle re-plans on newer data",
+                    subject=b,
+                    source=src,
+                    elapsedMs=elapsed,
+                    delayMs=limits.cooldown_ms,
+                )
+    mine = per_source.get(src, [])
+    if src is not None and _capped(limits.per_broker) and len(mine) >= limits.per_broker:
+        prev = mine[-1]
+        since = getattr(prev, "since_ms", None)
+        waited = f" for {(now_ms - since) / 1000:.1f} s" if since is not None else " (released just now)"
+        return explain(
+            "source_busy",
+            f"{src} has {len(mine)} unload(s) in flight, the most loadBalancerMaxUnloadsInFlightPerBroker "
+            f"allows: waiting until {prev.bundle} is served at {prev.destination or 'its new owner'}"
+            f" (in flight{waited})",
+            subject=b,
+            source=src,
+            inFlight=len(mine),
+            maxPerBroker=limits.per_broker,
+            waitingFor=prev.bundle,
+        )
+    if _capped(limits.cluster) and total >= limits.cluster:
+        return explain(
+            "cluster_busy",
+            f"{total} unload(s) in flight in the cluster, the most loadBalancerMaxUnloadsInFlight allows",
+            subject=b,
+            inFlight=total,
+            maxInFlight=limits.cluster,
+        )
+    return None

@@ -1,0 +1,334 @@
+"""``PacedMoves``: the leader's move tick. Each tick (about a second, the ``moves`` job of
+:mod:`service.leader.schedule`, and right after each shedding cycle) follows every move in flight
+until its destination serves it, then releases what the disruption budget allows
+(:func:`balancer.pacing.pace`) out of the move queue (:mod:`service.leader.move_queue`).
+
+*Served* is read from the bundle's ownership node (``/namespace/...``), in both modes: in
+ZooKeeper-native mode the destination agent's node, in Pulsar mode the owning broker's (a client's
+lookup placed it). Unload to served is exported as ``loadmgr_bundle_move_served_duration_seconds``.
+
+Before a move is released it is checked again: the bundle is still owned by its source and its
+destination is a live broker; otherwise it is refused (the next shedding cycle re-plans). A fenced
+write refused (:class:`service.errors.StaleWrite`) means this leader's term is over: the queue is
+dropped and nothing more is released. A mixin of :class:`service.leader.jobs.LeaderJobs`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from contextlib import _GeneratorContextManager
+from typing import TYPE_CHECKING, Any
+
+from balancer.config import LoadBalancerConfig
+from balancer.explain import Explanation
+from balancer.pacing import PacingLimits
+from service.errors import ServiceError, StaleWrite
+from service.leader.clock import now_ms
+from service.leader.move_queue import Entry, MoveQueue
+from service.leader.pulsar_moves import UNOWNED_FOR_MS
+from service.zookeeper import paths as P
+from service.zookeeper.metadata.store import Versioned
+
+if TYPE_CHECKING:
+    from balancer.models import LoadData
+    from service.leader.cluster_view import DecisionLog, DecisionRecord
+    from service.leader.executors import Executor, ZkExecutor
+    from service.leader.load_view import LoadView
+    from service.leader.metrics_sink import MetricsSink
+    from service.zookeeper.metadata.store import Assignment, ZkStore
+
+log = logging.getLogger(__name__)
+
+
+class PacedMoves:
+    if TYPE_CHECKING:
+        store: ZkStore
+        executor: Executor
+        assigner: ZkExecutor
+        view: LoadView
+        decisions: DecisionLog
+        metrics: MetricsSink
+        history: Any
+        in_flight: frozenset[str]
+
+        def _writing(self, bundles: Iterable[str]) -> _GeneratorContextManager[None]: ...
+
+        @property
+        def zk_native(self) -> bool: ...
+
+        def is_leader(self) -> bool: ...
+
+        epoch: Callable[[], int | None]
+
+        def _record(self, kind: Any, explanation: Explanation, **kw: Any) -> DecisionRecord: ...
+
+        def _reissue(self, p: Entry, where: str, now_ms: int) -> bool: ...
+
+    moves: MoveQueue
+    moves_served = 0
+    moves_released = 0
+
+    def _init_moves(self) -> None:
+        self.moves = MoveQueue(self._planned_record, self._move_ended)
+
+    @property
+    def mode(self) -> str:
+        return "zookeeper" if self.zk_native else "pulsar"
+
+    def _planned_record(self, e: Entry) -> DecisionRecord:
+        return self._record(
+            e.kind,
+            e.move.explanation,
+            to_history=False,  # the history gets the moves written, when they are
+            bundle=e.bundle,
+            source=e.source,
+            destination=e.destination,
+            applied=False,
+            state="planned",
+            planned_ms=e.planned_ms,
+        )
+
+    def _move_ended(self, e: Entry, state: str, why: str) -> None:
+        # The decision log only (its own lock): a queue is dropped from the election's thread, without
+        # the service lock, so the view is not touched here. A queued move was taken out of the
+        # recently-unloaded map when its cycle ended (shedding_cycle); a new term reads its view afresh.
+        if e.record is not None:
+            self.decisions.update(
+                e.record, state=state, ended_ms=now_ms(), note={"reason": state, "message": why}
+            )
+
+    def drop_moves(self, why: str) -> int:
+        """Forget every queued and in-flight move (leadership lost, or a fenced write refused)."""
+        n = self.moves.drop(why)
+        if n:
+            log.warning("move queue dropped (%d move(s)): %s", n, why)
+        return n
+
+    def track_manual(self, move: Any, record: DecisionRecord, now: int) -> None:
+        """An operator's unload, written at once: followed until served like every move, and
+        counted against the in-flight caps meanwhile."""
+        entry = self.moves.track(move, "manual", now)
+        entry.record = record
+
+    # ---- the tick ---------------------------------------------------------------------------------
+    def move_tick(self, config: LoadBalancerConfig, release: bool = True) -> int:
+        """Follow the moves in flight, then release what the budget allows; returns moves released.
+        ``release`` False (Pulsar mode while the brokers' own load manager acts): follow only."""
+        epoch = self.epoch()
+        if not self.is_leader():
+            self.drop_moves("not the leader")
+            return 0
+        if self.moves.term is not None and epoch != self.moves.term:
+            self.drop_moves(f"a new leader term (epoch {epoch})")
+        self.moves.term = epoch
+        if not len(self.moves):
+            return 0
+        now = now_ms()
+        self.follow_moves(now)
+        return self._release_moves(config, now) if release else 0
+
+    def follow_moves(self, now: int) -> int:
+        """Look where each move in flight is owned now; returns the moves found served."""
+        flights = [e for e in self.moves.in_flight() if e.bundle not in self.in_flight]
+        if not flights:
+            return 0
+        brokers = set(self.store.broker_ids())
+        owners = self._owners_now([e.bundle for e in flights])
+        layouts: dict[str, set[str] | None] = {}  # per namespace, read once a tick
+        served = 0
+        for e in flights:
+            served += self._follow(e, owners.get(e.bundle), brokers, now, layouts)
+        return served
+
+    def _owners_now(self, bundles: list[str]) -> dict[str, str]:
+        """Each bundle's owner as its ownership node says now: pipelined reads (a plan without a
+        budget has thousands of moves in flight)."""
+        paths = {P.ownership_path(b): b for b in bundles}
+        nodes = self.store.get_many(list(paths))
+        out: dict[str, str] = {}
+        for path, (raw, stat) in nodes.items():
+            owner = self.store.decode_owner(path, raw, stat)
+            if owner is not None:
+                out[paths[path]] = owner.broker
+        return out
+
+    def _follow(
+        self, e: Entry, where: str | None, brokers: set[str], now: int, layouts: dict[str, set[str] | None]
+    ) -> int:
+        dest = e.destination
+        if (dest is not None and where == dest) or (dest is None and where not in (None, e.source)):
+            self._served(e, now)
+            return 1
+        if dest is not None and dest not in brokers:
+            self._unserved(e, now, f"its destination {dest} is no longer a live broker")
+        elif where is None:
+            if not self._bundle_exists(e.bundle, layouts):
+                self._unserved(e, now, "the bundle was split or its namespace deleted")
+            elif e.since_ms is not None and now - e.since_ms > UNOWNED_FOR_MS:
+                self._unserved(
+                    e, now, f"unowned for over {UNOWNED_FOR_MS // 60_000} minutes (nobody looked it up)"
+                )
+        elif self.zk_native:
+            if where != e.source:  # the source still holding it is the handoff under way
+                self._unserved(e, now, f"owned by {where}: another write moved it")
+        else:
+            self._reissue(e, where, now)
+        return 0
+
+    def _bundle_exists(self, bundle: str, layouts: dict[str, set[str] | None]) -> bool:
+        ns = bundle.rsplit("/", 1)[0]
+        if ns not in layouts:
+            layout = self.store.read_layout(ns)
+            layouts[ns] = None if layout is None else set(layout.value.bundle_names)
+        names = layouts[ns]
+        return names is not None and bundle in names
+
+    def _served(self, e: Entry, now: int) -> None:
+        self.moves.served(e.bundle, now)
+        self.moves_served += 1
+        if e.released_ms is not None:
+            self.metrics.move_served(self.mode, e.kind, max(now - e.released_ms, 0) / 1000)
+        if e.record is not None:
+            self.decisions.update(e.record, state="served", served_ms=now)
+
+    def _unserved(self, e: Entry, now: int, why: str) -> None:
+        self.moves.forget(e.bundle)
+        if e.record is not None:
+            self.decisions.update(
+                e.record, state="unserved", ended_ms=now, note={"reason": "unserved", "message": why}
+            )
+        log.info("%s: no longer followed: %s", e.bundle, why)
+
+    # ---- release ----------------------------------------------------------------------------------
+    def _release_moves(self, config: LoadBalancerConfig, now: int) -> int:
+        sched = self.moves.schedule(now, PacingLimits.of(config))
+        queued = {e.bundle: e for e in self.moves.queued()}
+        for m, wait in sched.waiting:
+            got = queued.get(m.bundle)
+            # Only when the reason changes: a long queue waits tick after tick for the same reason.
+            if got is not None and got.record is not None and got.waits_for != wait.reason:
+                got.waits_for = wait.reason
+                self.decisions.update(got.record, note=wait.model_dump(mode="json"))
+        if not sched.release:
+            return 0
+        brokers = set(self.store.broker_ids())
+        taken = self.moves.take_many([m.bundle for m in sched.release], now)
+        owners = self._owners_now([e.bundle for e in taken])
+        ready: list[Entry] = []
+        for e in taken:
+            invalid = self._invalid(e, brokers, owners.get(e.bundle))
+            if invalid is None:
+                ready.append(e)
+            else:
+                self._refuse(e, invalid, now)
+        return self._write_moves(ready, now)
+
+    def _invalid(self, e: Entry, brokers: set[str], owner: str | None) -> str | None:
+        if e.destination is not None and e.destination not in brokers:
+            return f"its destination {e.destination} is no longer a live broker"
+        if e.bundle in self.in_flight:
+            return "an operator's unload or split of it is under way"
+        # Unowned is not "moved": mid-handoff (ZooKeeper-native) or not looked up since (Pulsar).
+        if e.source is not None and owner is not None and owner != e.source:
+            return f"no longer on {e.source} (owned by {owner})"
+        return None
+
+    def _write_moves(self, entries: list[Entry], now: int) -> int:
+        if not entries:
+            return 0
+        if not self.is_leader():
+            for e in entries:
+                self._refuse(e, "leadership lost before the move was written", now)
+            self.drop_moves("leadership lost")
+            return 0
+        written = self._write_batched(entries, now) if self.zk_native else self._write_each(entries, now)
+        sources = {e.source for e in written if e.kind == "shedding"}
+        if sources:  # Pulsar's doLoadShedding counts brokers and bundles unloaded
+            self.metrics.shedding_unloads(len(sources), sum(1 for e in written if e.kind == "shedding"))
+        return len(written)
+
+    def _write_each(self, entries: list[Entry], now: int) -> list[Entry]:
+        """Pulsar mode: one admin call per move, the service lock let go meanwhile."""
+        done: list[Entry] = []
+        for i, e in enumerate(entries):
+            try:
+                with self._writing((e.bundle,)):
+                    self.executor.unload(e.bundle, e.source, e.destination, e.move.explanation.reason)
+            except ServiceError as err:
+                self._refuse(e, str(err), now)
+                if isinstance(err, StaleWrite):
+                    for rest in entries[i + 1 :]:
+                        self._refuse(rest, str(err), now)
+                    self.drop_moves(f"a fenced write was refused: {err}")
+                    break
+                continue
+            self._released(e, now)
+            done.append(e)
+        return done
+
+    def _write_batched(self, entries: list[Entry], now: int) -> list[Entry]:
+        """ZooKeeper-native: fenced, compare-and-set on each assignment as read now."""
+        by_bundle = {e.bundle: e for e in entries}
+        paths = {P.assignment_path(b): b for b in by_bundle}
+        current: dict[str, Versioned[Assignment]] = {}
+        for path, (raw, stat) in self.store.get_many(list(paths)).items():
+            assigned = self.store.decode_assignment(path, raw, stat)
+            if assigned is not None:
+                current[paths[path]] = assigned
+        try:
+            with self._writing(by_bundle):
+                result = self.assigner.unload_many(
+                    ((e.bundle, e.source, e.destination, e.move.explanation.reason) for e in entries), current
+                )
+        except ServiceError as err:
+            for e in entries:
+                self._refuse(e, str(err), now)
+            if isinstance(err, StaleWrite):
+                self.drop_moves(f"a fenced write was refused: {err}")
+            return []
+        done: list[Entry] = []
+        seen: set[str] = set()
+        for op, version in result.done:  # an assignment and its hint share the bundle's key
+            got = by_bundle.get(op.key)
+            if got is None or got.bundle in seen:
+                continue
+            seen.add(got.bundle)
+            self.view.wrote_assignment(got.bundle, op.data if op.kind != "delete" else None, version)
+            self._released(got, now)
+            done.append(got)
+        for op, why in result.refused:
+            got = by_bundle.get(op.key)
+            if got is not None and got.bundle not in seen:
+                seen.add(got.bundle)
+                self._refuse(got, why, now)
+        if result.fenced_out:
+            self.drop_moves("a fenced write was refused: leadership lost")
+        return done
+
+    def _released(self, e: Entry, now: int) -> None:
+        self.moves.released(e, now)
+        self.moves_released += 1
+        if e.kind != "manual":  # as Pulsar: an operator's unload does not exempt the bundle from shedding
+            self._load().recently_unloaded_bundles[e.bundle] = now
+        if e.record is not None:
+            self.decisions.update(e.record, applied=True, state="in_flight", released_ms=now, note=None)
+            if self.history is not None and hasattr(self.history, "append_decision"):
+                self.history.append_decision(e.record)
+        self.metrics.unloaded(e.reason)
+
+    def _refuse(self, e: Entry, why: str, now: int) -> None:
+        self.moves.forget(e.bundle, e)
+        self._load().recently_unloaded_bundles.pop(e.bundle, None)
+        if e.record is not None:
+            self.decisions.update(
+                e.record,
+                applied=False,
+                state="refused",
+                ended_ms=now,
+                note={"reason": "refused", "message": why},
+            )
+        log.warning("move of %s refused: %s", e.bundle, why)
+
+    def _load(self) -> LoadData:
+        return self.view.load

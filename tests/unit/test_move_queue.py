@@ -1,0 +1,59 @@
+"""The move queue's bookkeeping (``service/leader/move_queue.py``): one ``submit(moves, kind)`` for
+every kind, re-plans replacing what is still queued, the dry run's preview, the cooldown carried on."""
+
+from __future__ import annotations
+
+import pytest
+
+from balancer.errors import InvalidInput
+from balancer.explain import explain
+from balancer.pacing import PacingLimits
+from service.leader.move_queue import MoveQueue, MoveRequest
+
+A, B, N = "a:8080", "b:8080", "new:8080"
+LIMITS = PacingLimits(
+    per_broker=1, cluster=3, brokers_per_cycle=3, cooldown_ms=180_000, served_timeout_ms=30_000
+)
+
+
+def mv(i: int, source: str = A, dest: str = N) -> MoveRequest:
+    return MoveRequest(f"ns/b{i}", source, dest, explain("overloaded", "", subject=f"ns/b{i}"))
+
+
+def test_one_entry_point_for_every_kind_and_what_a_submission_replaces() -> None:
+    clock = iter(range(1_000, 10_000, 10))
+    ended: list[tuple[str, str]] = []
+    q = MoveQueue(on_ended=lambda e, state, _why: ended.append((e.bundle, state)), clock=lambda: next(clock))
+    q.submit([mv(1), mv(2)], "shedding")
+    q.submit([mv(3)], "drain")
+    q.submit([mv(4)], "shedding")  # the next cycle's plan replaces the last one's queued moves
+    assert [(e.bundle, e.kind) for e in q.queued()] == [("ns/b3", "drain"), ("ns/b4", "shedding")]
+    assert ended == [("ns/b1", "replaced"), ("ns/b2", "replaced")]
+    q.submit([mv(3, dest=B)], "manual")  # the same bundle again: the newer move replaces the queued one
+    assert [(e.bundle, e.kind, e.destination) for e in q.queued()][-1] == ("ns/b3", "manual", B)
+    assert ("ns/b3", "replaced") in ended
+    with pytest.raises(InvalidInput, match="kind"):
+        q.submit([mv(5)], "rebalance")
+    assert q.drop("leadership lost") == 2 and len(q) == 0
+
+
+def test_the_dry_run_preview_changes_nothing_and_a_replan_carries_a_shedding_on() -> None:
+    q = MoveQueue(clock=lambda: 1_000)
+    plan = q.submit([mv(1), mv(2), mv(3)], "shedding", {A: 900})
+    [e] = q.take_many(["ns/b1"], 1_000)
+    q.released(e, 1_000)  # a's first move in flight; a's history names this plan
+    sched = q.preview([mv(2), mv(3)], 1_500, LIMITS, {A: 1_400})
+    # a re-plan while a's shedding is still queued carries it on: no cooldown, only the busy source
+    assert sched.release == [] and {w.reason for _, w in sched.waiting} == {"source_busy"}
+    assert [x.bundle for x in q.queued()] == ["ns/b2", "ns/b3"]  # nothing changed
+    q.served("ns/b1", 2_000)
+    q.submit([], "shedding")  # a cycle that plans nothing leaves the plan to finish
+    assert [x.bundle for x in q.queued()] == ["ns/b2", "ns/b3"]
+    for e in q.take_many(["ns/b2", "ns/b3"], 2_000):
+        q.released(e, 2_000)
+        q.served(e.bundle, 2_000)  # a's shedding is over: nothing queued or in flight for it
+    later = q.preview([mv(4)], 3_000, LIMITS, {A: 2_500})  # a plan 0.5 s after its last unload
+    assert [w.reason for _, w in later.waiting] == ["cooldown"]
+    assert q.history[A].last_unload_ms == 2_000 and q.history[A].plan == plan
+    again = q.preview([mv(4)], 300_000, LIMITS, {A: 182_000})
+    assert [m.bundle for m in again.release] == ["ns/b4"]

@@ -1,0 +1,180 @@
+"""The disruption budget (``balancer/pacing.py``): which of a plan's moves go now, and why the others wait."""
+
+from __future__ import annotations
+
+import pytest
+
+from balancer.config import LoadBalancerConfig
+from balancer.pacing import BrokerHistory, MoveInFlight, PacingLimits, QueuedMove, pace
+
+A, B, C, D, N = "a:8080", "b:8080", "c:8080", "d:8080", "new:8080"
+NO_CAPS = PacingLimits(per_broker=0, cluster=0, brokers_per_cycle=0, cooldown_ms=0, served_timeout_ms=0)
+
+
+def q(
+    i: int, source: str | None = A, dest: str | None = N, kind: str = "shedding", plan: int = 1
+) -> QueuedMove:
+    return QueuedMove(f"ns/b{i}", source, dest, kind, plan, data_ms=None)
+
+
+def fly(
+    i: int, source: str | None = A, since: int = 0, kind: str = "shedding", plan: int = 1
+) -> MoveInFlight:
+    return MoveInFlight(f"ns/b{i}", source, N, kind, plan, since)
+
+
+def limits(**kw: int) -> PacingLimits:
+    base = {
+        "per_broker": 1,
+        "cluster": 3,
+        "brokers_per_cycle": 3,
+        "cooldown_ms": 0,
+        "served_timeout_ms": 30_000,
+    }
+    return PacingLimits(**{**base, **kw})
+
+
+def reasons(sched: object) -> dict[str, str]:
+    return {m.bundle: why.reason for m, why in sched.waiting}  # type: ignore[attr-defined]
+
+
+def test_one_unload_in_flight_per_source_the_next_only_once_the_previous_is_served() -> None:
+    plan = [q(1), q(2), q(3), q(4)]  # four from one broker: today they went in the same second
+    first = pace(plan, [], {}, 1_000, limits())
+    assert [m.bundle for m in first.release] == ["ns/b1"]
+    assert set(reasons(first).values()) == {"source_busy"}
+    why = dict((m.bundle, w) for m, w in first.waiting)["ns/b2"]
+    assert "ns/b1" in why.message and why.numbers["waitingFor"] == "ns/b1"
+    # b1 written, not yet served: still nothing more from a
+    assert pace(plan[1:], [fly(1, since=1_000)], {}, 2_000, limits()).release == []
+    # b1 served (no longer in flight): b2 goes, alone
+    assert [m.bundle for m in pace(plan[1:], [], {}, 3_000, limits()).release] == ["ns/b2"]
+
+
+def test_k_per_source_and_the_cluster_cap() -> None:
+    plan = [q(1, A), q(2, A), q(3, A), q(4, B), q(5, C), q(6, D)]
+    got = pace(plan, [], {}, 0, limits(per_broker=2, cluster=4, brokers_per_cycle=0))
+    assert [m.bundle for m in got.release] == ["ns/b1", "ns/b2", "ns/b4", "ns/b5"]
+    assert reasons(got) == {"ns/b3": "source_busy", "ns/b6": "cluster_busy"}
+    # what is in flight counts against the cluster cap too
+    got = pace(
+        plan[3:],
+        [fly(1, A), fly(2, A), fly(7, D)],
+        {},
+        0,
+        limits(per_broker=2, cluster=4, brokers_per_cycle=0),
+    )
+    assert [m.bundle for m in got.release] == ["ns/b4"] and reasons(got)["ns/b5"] == "cluster_busy"
+
+
+def test_a_move_unserved_past_the_timeout_no_longer_holds_its_slot() -> None:
+    plan = [q(2)]
+    held = pace(plan, [fly(1, since=0)], {}, 29_999, limits(served_timeout_ms=30_000))
+    assert held.release == [] and len(held.holding) == 1
+    freed = pace(plan, [fly(1, since=0)], {}, 30_000, limits(served_timeout_ms=30_000))
+    assert [m.bundle for m in freed.release] == ["ns/b2"] and freed.holding == []
+
+
+def test_a_cycle_sheds_at_most_n_brokers_the_others_wait_for_the_next_cycle() -> None:
+    plan = [q(1, A), q(2, B), q(3, C), q(4, D), q(5, A)]
+    got = pace(plan, [], {}, 0, limits(per_broker=0, cluster=0, brokers_per_cycle=3))
+    assert [m.bundle for m in got.release] == ["ns/b1", "ns/b2", "ns/b3", "ns/b5"]
+    assert reasons(got) == {"ns/b4": "broker_cap"}
+    # brokers already shedding from this plan (in flight) are counted first
+    got = pace(
+        [q(3, C), q(4, D)],
+        [fly(1, A), fly(2, B)],
+        {},
+        0,
+        limits(per_broker=0, cluster=0, brokers_per_cycle=2),
+    )
+    assert got.release == [] and reasons(got) == {"ns/b3": "broker_cap", "ns/b4": "broker_cap"}
+    # a later plan is another cycle: its own count
+    got = pace(
+        [q(3, C, plan=2)], [fly(1, A), fly(2, B)], {}, 0, limits(per_broker=0, cluster=0, brokers_per_cycle=2)
+    )
+    assert [m.bundle for m in got.release] == ["ns/b3"]
+
+
+def test_cooldown_on_the_load_report_after_the_last_unload() -> None:
+    lim = limits(cooldown_ms=180_000)
+    history = {A: BrokerHistory(last_unload_ms=100_000, plan=1)}
+    early = QueuedMove("ns/b9", A, N, "shedding", plan=2, data_ms=200_000)  # report 100 s after the unload
+    got = pace([early], [], history, 400_000, lim)
+    assert got.release == [] and reasons(got) == {"ns/b9": "cooldown"}
+    why = got.waiting[0][1]
+    assert why.numbers["elapsedMs"] == 100_000 and why.numbers["delayMs"] == 180_000
+    late = QueuedMove("ns/b9", A, N, "shedding", plan=2, data_ms=280_000)  # 180 s after: shed again
+    assert pace([late], [], history, 400_000, lim).release == [late]
+    # the plan that unloaded it (or carries its shedding on) goes on without a pause
+    same = QueuedMove("ns/b9", A, N, "shedding", plan=1, data_ms=150_000)
+    assert pace([same], [], history, 400_000, lim).release == [same]
+    # another broker is not cooling down
+    other = QueuedMove("ns/b8", B, N, "shedding", plan=2, data_ms=200_000)
+    assert pace([other], [], history, 400_000, lim).release == [other]
+    # no report time known: the clock stands in
+    unknown = QueuedMove("ns/b7", A, N, "shedding", plan=2, data_ms=None)
+    assert reasons(pace([unknown], [], history, 200_000, lim)) == {"ns/b7": "cooldown"}
+
+
+def test_operator_and_drain_moves_go_first_and_skip_the_cycle_rules() -> None:
+    history = {A: BrokerHistory(last_unload_ms=0, plan=1)}
+    plan = [q(1, A, plan=2), q(2, A, kind="drain", plan=3), q(3, A, kind="manual", plan=4)]
+    got = pace(plan, [], history, 1_000, limits(cooldown_ms=180_000))
+    assert [m.bundle for m in got.release] == ["ns/b3"]  # manual first; still one in flight per source
+    assert reasons(got) == {"ns/b1": "cooldown", "ns/b2": "source_busy"}
+
+
+def test_a_bundle_in_flight_is_not_released_twice_and_no_caps_releases_everything() -> None:
+    got = pace([q(1)], [fly(1, B)], {}, 0, NO_CAPS)
+    assert got.release == [] and reasons(got) == {"ns/b1": "bundle_in_flight"}
+    plan = [q(i, A) for i in range(10)]
+    assert pace(plan, [fly(20 + i, A) for i in range(5)], {}, 0, NO_CAPS).release == plan
+
+
+def test_limits_come_from_the_pulsar_style_keys_with_their_defaults() -> None:
+    config = LoadBalancerConfig()
+    assert PacingLimits.of(config) == PacingLimits(1, 3, 3, 180_000, 30_000)
+    got = PacingLimits.of(
+        config.with_updates(
+            {
+                "loadBalancerMaxNumberOfBrokerSheddingPerCycle": 5,
+                "loadBalanceSheddingDelayInSeconds": 0,
+                "loadBalancerMaxUnloadsInFlightPerBroker": 2,
+                "loadBalancerMaxUnloadsInFlight": 0,
+                "loadBalancerUnloadServedTimeoutSeconds": 2.5,
+            }
+        )
+    )
+    assert got == PacingLimits(2, 0, 5, 0, 2_500)
+    assert "loadBalancerMaxUnloadsInFlightPerBroker" in LoadBalancerConfig.dynamic_keys()
+
+
+def test_the_dry_run_command_prints_when_each_move_would_go(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from service.commands import client
+    from service.commands.cli import main
+
+    answer = {
+        "moves": [
+            {"bundle": "ns/b1", "source": A, "destination": N, "explanation": {"reason": "overloaded"}},
+            {"bundle": "ns/b2", "source": A, "destination": N, "explanation": {"reason": "overloaded"}},
+        ],
+        "skipped": [],
+        "shedding": None,
+        "changed": False,
+        "schedule": {
+            "now": ["ns/b1"],
+            "waiting": [
+                {"bundle": "ns/b2", "reason": "source_busy", "message": "waiting until ns/b1 is served"}
+            ],
+            "inFlight": [],
+            "queuedOtherKinds": 0,
+        },
+    }
+    monkeypatch.setattr(client, "call", lambda *a, **kw: answer)
+    assert main(["dry-run", "--url", "http://127.0.0.1:1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any("ns/b1" in line and line.rstrip().endswith("now") for line in lines), lines
+    assert any("ns/b2" in line and "waits: waiting until ns/b1 is served" in line for line in lines), lines
