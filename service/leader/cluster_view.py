@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from balancer.explain import Explanation
 from balancer.models import BundleData, LocalBrokerData
 
-DecisionKind = Literal["shedding", "placement", "split", "manual", "adoption"]
+DecisionKind = Literal["shedding", "placement", "split", "manual", "adoption", "drain"]
 
 
 class ClusterView(BaseModel):
