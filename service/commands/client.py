@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from balancer.errors import ConfigError
-from service.commands import argtypes, endpoints
+from service.commands import argtypes, endpoints, maintenance
 from service.commands.output import add_output_args, emit, table
 from service.settings import is_http_url, secret
 
@@ -97,11 +97,14 @@ def register(sub: Any) -> None:
     p.add_argument(
         "broker",
         nargs="?",
-        metavar="BROKER|list|update-dynamic-config|get-dynamic-config",
-        help="A broker id (host:port) to show in detail, or one of pulsar-admin's brokers verbs",
+        metavar="BROKER|list|cordon|uncordon|drain|drain-stop|drain-status|update-dynamic-config|...",
+        help="A broker id (host:port) to show in detail, a maintenance verb followed by the broker "
+        "(cordon, uncordon, drain, drain-stop, drain-status), or one of pulsar-admin's brokers verbs",
     )
+    p.add_argument("target", nargs="?", metavar="BROKER", help="The broker a maintenance verb acts on")
     p.add_argument("--config", dest="config_key", help="update-dynamic-config: the Pulsar key")
     p.add_argument("--value", dest="config_value", help="update-dynamic-config: its new value")
+    maintenance.add_args(p)
     p.set_defaults(func=_brokers)
     p = sub.add_parser("bundles", parents=[common], help="Bundles with their owners and traffic")
     p.add_argument("--namespace", help="Only this tenant/namespace")
@@ -244,12 +247,13 @@ def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
             b["msgRateIn"] + b["msgRateOut"],
             (b["msgThroughputIn"] + b["msgThroughputOut"]) / 1e6,
             b["numBundles"],
+            "draining" if b.get("draining") else ("cordoned" if b.get("cordoned") else ""),
         ]
         for b in brokers
     ]
 
 
-BROKER_HEADERS = ["broker", "cpu%", "mem%", "bwIn%", "bwOut%", "msg/s", "MB/s", "bundles"]
+BROKER_HEADERS = ["broker", "cpu%", "mem%", "bwIn%", "bwOut%", "msg/s", "MB/s", "bundles", "state"]
 
 
 def leader_line(leader: Any) -> str:
@@ -271,8 +275,17 @@ def _status(args: argparse.Namespace) -> int:
     def go(a: argparse.Namespace) -> int:
         leader = call(a, "GET", "/leader")
         brokers = call(a, "GET", "/brokers")
-        body = {"leader": leader, "brokers": brokers}
-        return emit(a, body, lambda: [leader_line(leader), table(broker_rows(brokers), BROKER_HEADERS)])
+        maint = maintenance.fetch(a)
+        body = {"leader": leader, "brokers": brokers, "maintenance": maint}
+        return emit(
+            a,
+            body,
+            lambda: [
+                leader_line(leader),
+                table(broker_rows(brokers), BROKER_HEADERS),
+                *maintenance.lines(maint),
+            ],
+        )
 
     return run_api(args, go)
 
@@ -286,6 +299,12 @@ def _brokers(args: argparse.Namespace) -> int:
             cfg = call(a, "GET", "/config")
             dynamic = {k: cfg["values"][k] for k in cfg.get("dynamicKeys", []) if k in cfg["values"]}
             return emit(a, dynamic, lambda: table(sorted(dynamic.items()), ["key", "value"], left=2))
+        if verb in maintenance.VERBS:
+            return maintenance.run(a, verb)
+        if a.target:
+            from balancer.errors import InvalidInput
+
+            raise InvalidInput("BROKER", a.target, f"`brokers {verb}` takes no second argument")
         if a.config_key or a.config_value:
             from balancer.errors import InvalidInput
 

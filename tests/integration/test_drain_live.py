@@ -187,3 +187,33 @@ def test_failover_in_the_middle_of_a_drain_continues_it_moving_nothing_twice(clu
     assert any(d in s2.decisions(limit=1000, kind="drain") for d in moves), "s2 moved none"
     final = s2.drain_state()
     assert final is not None and final.moved == len(before)
+
+
+def test_cli_drain_wait_shows_progress_and_status_shows_the_cordon(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from service.commands import client as cli_client
+    from service.commands.cli import main
+
+    (svc,) = _start(cluster, 6, "s1:7031")
+    wait_for(lambda: len(_owned_by(cluster, B3)) >= 1, 10, what="b3 owns bundles")
+    app = create_app(svc, Settings())
+    monkeypatch.setattr(cli_client, "_client", lambda _a: TestClient(app, base_url="http://127.0.0.1"))
+    assert main(["brokers", "cordon", "nosuch:1"]) == 2
+    assert "UnknownBroker" in capsys.readouterr().err
+    assert main(["brokers", "drain"]) == 2
+    assert "BROKER" in capsys.readouterr().err
+    assert main(["brokers", "drain", B3, "--wait", "--timeout", "60"]) == 0
+    out = capsys.readouterr()
+    assert f"drain of {B3}: done" in out.out
+    bars = [line for line in out.err.splitlines() if line.startswith("[")]
+    assert bars and bars[-1].startswith("[" + "#" * 30 + "]"), out.err
+    assert _owned_by(cluster, B3) == set()
+    assert main(["status"]) == 0
+    status = capsys.readouterr().out
+    assert f"cordoned: {B3}" in status and f"drain of {B3}: done" in status
+    assert main(["brokers", "-o", "json"]) == 0
+    rows = {r["broker"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows[B3]["cordoned"] and not rows[B1]["cordoned"]
+    assert main(["brokers", "uncordon", B3]) == 0
+    assert svc.cordons() == {}

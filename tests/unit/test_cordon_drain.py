@@ -108,3 +108,97 @@ def test_drain_with_nowhere_to_go_moves_nothing_and_says_why() -> None:
     assert not step.moves
     assert [u.subject for u in step.unplaced] == sorted(owned)
     assert {u.reason for u in step.unplaced} == {"drain_no_destination"}
+
+
+def test_metrics_show_the_cordons_and_the_drain() -> None:
+    from types import SimpleNamespace
+
+    from service.api.metrics import PrometheusMetrics
+    from service.leader.cordons import Cordon
+    from service.leader.drain import DrainState
+
+    m = PrometheusMetrics(cluster="c")
+    text = m.render().decode()
+    assert "loadmgr_broker_cordoned{" not in text and "loadmgr_drain_state{" not in text
+    state = DrainState("b1:8080", "running", moved=3, remaining=2)
+    m.watch(
+        SimpleNamespace(
+            store=None,
+            cordons=lambda: {"b1:8080": Cordon("b1:8080", 1, None, "drain")},
+            drain_state=lambda: state,
+        )
+    )
+    text = m.render().decode()
+    assert 'loadmgr_broker_cordoned{broker="b1:8080",cluster="c"} 1.0' in text
+    assert 'loadmgr_drain_state{broker="b1:8080",cluster="c",state="running"} 1.0' in text
+    assert 'loadmgr_drain_state{broker="b1:8080",cluster="c",state="done"} 0.0' in text
+    assert 'loadmgr_drain_bundles_moved{broker="b1:8080",cluster="c"} 3.0' in text
+    assert 'loadmgr_drain_bundles_remaining{broker="b1:8080",cluster="c"} 2.0' in text
+
+
+def test_drain_state_round_trips_and_hostile_nodes_are_refused() -> None:
+    from service.leader.cordons import parse_cordons, parse_drain
+    from service.leader.drain import DrainState, InFlight
+
+    s = DrainState(
+        "b1:8080", "running", 1, 2, "admin", False, 5, 2, ["x/y/0x0_0x1"], InFlight("a/b/r", "b2:8080", 3)
+    )
+    s.given_up = {"a/b/q": "stuck"}
+    again = DrainState.from_json(s.to_json())
+    assert again == s
+    for junk in (
+        b"{",
+        b"[]",
+        b'{"broker": 5}',
+        b'{"broker": "b", "state": "exploded"}',
+        b'{"broker": "b", "inFlight": {"bundle": 1}}',
+        b'{"broker": "b", "moved": true}',
+    ):
+        assert parse_drain(junk) is None, junk
+    got = parse_cordons(b'{"brokers": {"b1:8080": {"since": 5}, "bad id": {}, "b2:8080": "x"}}')
+    assert set(got) == {"b1:8080", "b2:8080"} and got["b1:8080"].since_ms == 5
+    assert parse_cordons(b"not json") == {} and parse_cordons(b'{"brokers": []}') == {}
+
+
+def test_the_sequencer_records_the_bundle_in_flight_before_moving_it_and_waits_for_it() -> None:
+    from balancer.cycle import Move
+    from balancer.drain import DrainStep
+    from balancer.explain import explain
+    from service.leader.drain import DONE, DrainSequencer, DrainState, Observation
+
+    bundles = ["t/ns/0x00000000_0x80000000", "t/ns/0x80000000_0xffffffff"]
+    owners = dict.fromkeys(bundles, HOT)
+    events: list[str] = []
+
+    def persist(s: DrainState) -> None:
+        events.append(f"persist:{s.in_flight.bundle if s.in_flight else None}")
+
+    def submit(moves: list[Move]) -> list[Move]:
+        events.append(f"submit:{moves[0].bundle}")
+        return moves
+
+    def plan(skip: set[str]) -> DrainStep:
+        todo = [b for b in sorted(owners) if owners[b] == HOT and b not in skip]
+        return DrainStep(moves=[Move(b, HOT, "cool0:8080", explain("drain")) for b in todo[:1]])
+
+    seq = DrainSequencer(persist, submit, lambda *a: None, served_timeout_ms=1000)
+    state = DrainState(HOT, total=2)
+
+    def tick(now: int) -> bool:
+        owned = [b for b, o in owners.items() if o == HOT]
+        return seq.tick(state, Observation(owners, bundles, {HOT, "cool0:8080"}, now), owned, plan)
+
+    assert tick(0)
+    assert events == [f"persist:{bundles[0]}", f"submit:{bundles[0]}"]
+    assert not tick(500)  # not served yet: nothing else moves
+    assert events[-1] == f"submit:{bundles[0]}"
+    owners[bundles[0]] = "cool0:8080"  # served at its destination
+    assert tick(600)
+    assert state.moved == 1 and state.in_flight is not None and state.in_flight.bundle == bundles[1]
+    # Not served within the timeout, still on the drained broker: tried again, then given up.
+    for now in (2000, 2001, 4000, 4001, 6000, 6001):
+        tick(now)
+    assert state.given_up == {bundles[1]: f"still owned by {HOT} after the move"}
+    assert state.state == DONE and state.moved == 1 and "1 left in place" in state.message
+    assert not tick(7000)  # a finished drain does nothing more
+    assert [e for e in events if e.startswith("submit")].count(f"submit:{bundles[0]}") == 1
