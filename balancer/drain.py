@@ -105,3 +105,17 @@ def drain_moves(
         if len(step.moves) >= limit:
             break
     return step
+
+
+def intruders(kept: frozenset[str] | None, owned: Iterable[str]) -> tuple[frozenset[str], list[str]]:
+    """Pulsar mode: the bundles a cordoned broker gained since it was cordoned (Pulsar's own
+    placement on lookup cannot be vetoed), and what it keeps from now on.
+
+    ``kept``: what it owned when first seen cordoned (None: first sight, all of ``owned`` is kept).
+    A kept bundle that left is forgotten, so one that comes back later counts as gained. Heartbeat
+    and SLA-monitor bundles are never intruders."""
+    now = frozenset(owned)
+    if kept is None:
+        return now, []
+    gained = sorted(b for b in now - kept if not stays_on_broker(b))
+    return kept & now, gained

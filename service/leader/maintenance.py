@@ -9,20 +9,17 @@ term's first sync is done: a new leader picks a drain up where the last one left
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from balancer.cycle import Move
-from balancer.drain import DrainStep, drain_moves, remaining
+from balancer.drain import remaining
 from balancer.errors import Conflict, InvalidInput, UnknownBroker
 from balancer.explain import explain
-from service.errors import ServiceError, StaleWrite
 from service.leader.clock import now_ms
 from service.leader.cordons import Cordon, MaintenanceBook
-from service.leader.drain import DONE, FAILED, RUNNING, STOPPED, DrainSequencer, DrainState, Observation
+from service.leader.drain import RUNNING, STOPPED, DrainState
+from service.leader.drain_runner import DrainRunner
 
 if TYPE_CHECKING:
     from balancer.config import LoadBalancerConfig
@@ -38,12 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("service.leader.service")
 
-TICK_S = 0.2  # how often a running drain looks whether its bundle in flight is served
-IDLE_S = 2.0
-SERVED_TIMEOUT_MS = 30_000
 
-
-class Maintenance:
+class Maintenance(DrainRunner):
     if TYPE_CHECKING:
         store: ZkStore
         election: LeaderElection
@@ -66,13 +59,12 @@ class Maintenance:
 
         def pulsar_acting(self) -> bool: ...
 
-    drain_served_timeout_ms: int = SERVED_TIMEOUT_MS
-
     def _init_maintenance(self) -> None:
         self.book = MaintenanceBook(self.store, self._maintenance_changed)
         self._drain_wake = threading.Event()
         self._drain_stop = threading.Event()
         self._drain_thread: threading.Thread | None = None
+        self._cordon_kept: dict[str, frozenset[str]] = {}  # see cordon_sweep
 
     def _start_maintenance(self) -> None:
         self.book.start()
@@ -223,155 +215,6 @@ class Maintenance:
     ) -> None:
         why = explain(reason, message, subject=broker, principal=principal, **n)
         self.jobs._record("manual", why, source=broker, principal=principal)
-
-    # ---- the drain's thread ------------------------------------------------------------------------
-    def _drain_loop(self) -> None:
-        while not self._drain_stop.is_set():
-            drain = self.book.drain
-            busy = drain is not None and drain.active
-            self._drain_wake.wait(TICK_S if busy else IDLE_S)
-            self._drain_wake.clear()
-            if not busy or not self._started or not self.is_leader() or not self._synced:
-                continue
-            if not self.pulsar_acting():
-                continue  # Pulsar mode while the brokers' own load manager acts: nothing moves
-            try:
-                self.drain_tick()
-            except StaleWrite as e:
-                log.warning("drain: write refused (%s); no longer acting as the leader here", e)
-            except ServiceError as e:
-                log.warning("drain: %s", e)
-            except Exception:  # the thread must live: the next tick tries again
-                log.exception("drain tick failed")
-
-    def drain_tick(self) -> bool:
-        """One step of the running drain (the leader only); True when something changed."""
-        with self._lock:
-            if not self.is_leader():
-                return False
-            state, version = self.book.read_drain()
-            if state is None or not state.active:
-                return False
-            now = now_ms()
-            snap = self._loadview.refresh(self.store, now, (self._shedder, self._placement))
-            live = snap.live_bundles()
-            owners = {b: o.broker for b, o in snap.owners.items()}
-            owned = sorted(b for b, o in owners.items() if o == state.broker and b in live)
-            assigned = {b: a.value.broker for b, a in snap.assignments.items()}
-            obs = Observation(owners, live, set(snap.brokers), now)
-            ver = [version]
-
-            def persist(s: DrainState) -> None:
-                ver[0] = self.book.write_drain(s, self.election.fence(), ver[0])
-
-            def plan(skip: set[str]) -> DrainStep:
-                ctx = self._loadview.ctx
-                if state.broker not in ctx.cordoned:
-                    raise StaleWrite(
-                        f"{state.broker} is not cordoned any more; the drain waits for its cordon"
-                    )
-                return drain_moves(
-                    state.broker,
-                    owned,
-                    self._loadview.load,
-                    self._config,
-                    self._placement,
-                    ctx,
-                    self.jobs.rng,
-                    skip=skip | set(self.jobs.in_flight),
-                )
-
-            f = state.in_flight
-            if (
-                f is not None
-                and self.jobs.zk_native
-                and owners.get(f.bundle) == state.broker
-                and assigned.get(f.bundle) != f.destination
-            ):
-                # ZooKeeper-native: the assignment never named the destination, so the move was never
-                # written (a leader that stopped between recording it and writing it): choose again.
-                log.info("drain: %s was recorded in flight but never moved; choosing again", f.bundle)
-                state.in_flight = None
-            seq = DrainSequencer(persist, self._drain_submit, self._drain_event, self.drain_served_timeout_ms)
-            changed = seq.tick(state, obs, owned, plan)
-            if state.state == DONE and state.then_shutdown and state.shutdown is None:
-                self._shutdown_broker(state, snap.brokers.get(state.broker), persist)
-            return changed
-
-    def _drain_submit(self, moves: list[Move]) -> list[Move]:
-        """Carry out a drain's moves now (the one-in-flight sequencer); the disruption budget's
-        ``MoveQueue.submit(moves, "drain")`` takes this place when it is there."""
-        applied: list[Move] = []
-        for move in moves:
-            if move.bundle in self.jobs.in_flight:
-                continue  # another job's or an operator's write of it is under way
-            with self.jobs._writing((move.bundle,)):
-                self.executor.unload(move.bundle, move.source, move.destination, move.explanation.reason)
-            # The shedder leaves it alone for the grace period (it would otherwise look movable while
-            # its old owner still reports it), as it does a bundle it moved itself.
-            self._loadview.load.recently_unloaded_bundles[move.bundle] = now_ms()
-            self.jobs._expect_move(
-                move.bundle, move.destination, move.explanation.reason, now_ms(), kind="drain"
-            )
-            applied.append(move)
-        return applied
-
-    def _drain_event(self, kind: str, state: DrainState, move: Move | None, why: str) -> None:
-        if kind == "move" and move is not None:
-            self.jobs._record(
-                "drain",
-                move.explanation,
-                bundle=move.bundle,
-                source=move.source,
-                destination=move.destination,
-            )
-            self.metrics.unloaded(move.explanation.reason)
-        elif kind == "refused" and move is not None:
-            self.jobs._record(
-                "drain",
-                move.explanation,
-                bundle=move.bundle,
-                source=move.source,
-                destination=move.destination,
-                applied=False,
-            )
-            log.warning("drain: move of %s refused: %s", move.bundle, why)
-        elif kind in (DONE, FAILED):
-            expl = explain(
-                f"drain_{kind}",
-                f"drain of {state.broker} {kind}: {why}",
-                subject=state.broker,
-                moved=state.moved,
-                givenUp=len(state.given_up),
-            )
-            self.jobs._record("drain", expl, source=state.broker)
-            log.info("drain of %s %s: %s", state.broker, kind, why)
-        elif kind in ("stuck", "elsewhere", "unowned"):
-            log.info("drain: %s %s", why, kind)
-
-    def _shutdown_broker(self, state: DrainState, data: Any, persist: Callable[[DrainState], None]) -> None:
-        """Pulsar mode: Pulsar's own graceful shutdown of the drained broker (only heartbeat
-        namespaces are left on it), once; the outcome is kept in the drain's state."""
-        from service.leader.pulsar_mode import broker_web_url
-
-        admin = self.pulsar_admin
-        base = broker_web_url(admin, state.broker, data) if admin is not None else None
-        if admin is None or base is None:
-            state.shutdown = "failed: no admin URL for the broker"
-        else:
-            try:
-                admin.shutdown_broker(base)
-            except ServiceError as e:
-                state.shutdown = f"failed: {e}"[:300]
-            else:
-                state.shutdown = "requested"
-        state.updated_ms = now_ms()
-        with contextlib.suppress(ServiceError):
-            persist(state)
-        expl = explain(
-            "drain_shutdown", f"graceful shutdown of {state.broker}: {state.shutdown}", subject=state.broker
-        )
-        self.jobs._record("drain", expl, source=state.broker)
 
     # ---- what status, brokers and /metrics show ----------------------------------------------------
     def maintenance(self) -> dict[str, Any]:

@@ -202,3 +202,14 @@ def test_the_sequencer_records_the_bundle_in_flight_before_moving_it_and_waits_f
     assert state.state == DONE and state.moved == 1 and "1 left in place" in state.message
     assert not tick(7000)  # a finished drain does nothing more
     assert [e for e in events if e.startswith("submit")].count(f"submit:{bundles[0]}") == 1
+
+
+def test_bundles_pulsar_places_on_a_cordoned_broker_are_intruders_the_kept_ones_are_not() -> None:
+    from balancer.drain import intruders
+
+    kept, gained = intruders(None, ["a/b/1", "a/b/2"])
+    assert kept == {"a/b/1", "a/b/2"} and gained == []
+    kept, gained = intruders(kept, ["a/b/1", "a/b/3", "pulsar/c/hot:8080/0x00000000_0xffffffff"])
+    assert gained == ["a/b/3"] and kept == {"a/b/1"}
+    kept, gained = intruders(kept, ["a/b/1", "a/b/2"])  # a/b/2 left and came back: gained
+    assert gained == ["a/b/2"]
