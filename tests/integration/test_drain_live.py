@@ -236,3 +236,44 @@ def test_a_bundle_placed_on_a_cordoned_broker_behind_loadmgrs_back_is_moved_off(
     assert _owned_by(cluster, B2) == kept
     (d,) = [d for d in svc.decisions(limit=100, kind="drain") if d.bundle == victim]
     assert d.explanation["reason"] == "placed_on_cordoned" and d.source == B2 and d.applied
+
+
+def test_the_helm_chart_broker_hook_drains_and_uncordons_through_rest(
+    cluster: Cluster, tmp_path: Any
+) -> None:
+    """The chart's preStop/postStart script (helm/loadmgr/files/broker-drain-hook.sh), run as a pod
+    would run it, against a live leader's REST API with an admin token."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from service.zookeeper.server.process import free_port
+    from tests.integration.servers import served
+
+    script = Path(__file__).resolve().parents[2] / "helm" / "loadmgr" / "files" / "broker-drain-hook.sh"
+    (svc,) = _start(cluster, 6, "s1:7051")
+    wait_for(lambda: len(_owned_by(cluster, B2)) >= 1, 10, what="b2 owns bundles")
+    token = tmp_path / "token"
+    token.write_text("s3cret-admin-token")
+    port = free_port()
+    env = {
+        **os.environ,
+        "LOADMGR_URL": f"http://127.0.0.1:{port}",
+        "BROKER_ID": B2,
+        "DRAIN_DEADLINE_SECONDS": "60",
+        "UNCORDON_DEADLINE_SECONDS": "30",
+    }
+    with served(create_app(svc, Settings(api_token="s3cret-admin-token")), port):
+        # Without the token: refused, nothing drained, and the hook still exits 0 (never blocks a pod).
+        r = subprocess.run(["sh", str(script), "drain"], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "HTTP 401" in r.stderr, r.stderr
+        assert svc.cordons() == {}
+        env["LOADMGR_API_TOKEN_FILE"] = str(token)
+        r = subprocess.run(["sh", str(script), "drain"], env=env, capture_output=True, text=True, timeout=90)
+        assert r.returncode == 0 and f"drain of {B2} done" in r.stderr, r.stderr
+        assert _owned_by(cluster, B2) == set() and set(svc.cordons()) == {B2}
+        r = subprocess.run(
+            ["sh", str(script), "uncordon"], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == 0 and f"{B2} uncordoned" in r.stderr, r.stderr
+        assert svc.cordons() == {}

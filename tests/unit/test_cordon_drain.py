@@ -213,3 +213,21 @@ def test_bundles_pulsar_places_on_a_cordoned_broker_are_intruders_the_kept_ones_
     assert gained == ["a/b/3"] and kept == {"a/b/1"}
     kept, gained = intruders(kept, ["a/b/1", "a/b/2"])  # a/b/2 left and came back: gained
     assert gained == ["a/b/2"]
+
+
+def test_pulsars_graceful_shutdown_is_asked_of_the_broker_itself() -> None:
+    import httpx
+
+    from service.pulsar.admin import PulsarAdmin
+
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(204)
+
+    admin = PulsarAdmin("http://leader:8080", transport=httpx.MockTransport(answer))
+    admin.shutdown_broker("http://b1:8080", max_concurrent_unload_per_sec=2)
+    (r,) = seen
+    assert r.method == "POST" and r.url.host == "b1" and r.url.path == "/admin/v2/brokers/shutdown"
+    assert r.url.params["maxConcurrentUnloadPerSec"] == "2" and r.url.params["forcedTerminateTopic"] == "true"
