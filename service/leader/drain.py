@@ -145,13 +145,16 @@ class Observation:
     live: Collection[str]
     brokers: Collection[str]
     now_ms: int
+    # Bundles with no traffic in the drained broker's last report: unowned after their unload, no
+    # client will look them up soon (Pulsar mode), and none waits for them.
+    idle: Collection[str] = ()
 
 
 def in_flight_outcome(state: DrainState, obs: Observation, served_timeout_ms: int) -> str:
     """What became of the bundle in flight: ``served`` (at its destination), ``elsewhere`` (owned by
     another broker than the drained one), ``gone`` (split or deleted), ``waiting``, or, after
-    ``served_timeout_ms``, ``unowned`` (nobody took it: it is off the drained broker) or ``stuck``
-    (the drained broker still owns it)."""
+    ``served_timeout_ms`` (at once for an idle bundle), ``unowned`` (nobody took it: it is off the
+    drained broker) or ``stuck`` (the drained broker still owns it)."""
     f = state.in_flight
     assert f is not None
     if f.bundle not in obs.live:
@@ -161,6 +164,8 @@ def in_flight_outcome(state: DrainState, obs: Observation, served_timeout_ms: in
         return "served"
     if where is not None and where != state.broker:
         return "elsewhere"
+    if where is None and f.bundle in obs.idle:
+        return "unowned"
     if obs.now_ms - f.since_ms < served_timeout_ms:
         return "waiting"
     return "unowned" if where is None else "stuck"

@@ -158,7 +158,12 @@ class DrainRunner:
             owners = {b: o.broker for b, o in snap.owners.items()}
             owned = sorted(b for b, o in owners.items() if o == state.broker and b in live)
             assigned = {b: a.value.broker for b, a in snap.assignments.items()}
-            obs = Observation(owners, live, set(snap.brokers), now)
+            # Pulsar mode: an idle bundle stays unowned after its unload until some client looks it
+            # up; ZooKeeper-native agents take every bundle at once, so there it is waited for.
+            report = snap.brokers.get(state.broker) if not self.jobs.zk_native else None
+            stats = report.last_stats if report is not None else {}
+            idle = {b for b, st in stats.items() if st.msg_rate_in + st.msg_rate_out <= 0.0}
+            obs = Observation(owners, live, set(snap.brokers), now, idle)
             ver = [version]
 
             def persist(s: DrainState) -> None:

@@ -231,3 +231,16 @@ def test_pulsars_graceful_shutdown_is_asked_of_the_broker_itself() -> None:
     (r,) = seen
     assert r.method == "POST" and r.url.host == "b1" and r.url.path == "/admin/v2/brokers/shutdown"
     assert r.url.params["maxConcurrentUnloadPerSec"] == "2" and r.url.params["forcedTerminateTopic"] == "true"
+
+
+def test_an_idle_bundle_left_unowned_is_off_the_broker_at_once_a_busy_one_is_waited_for() -> None:
+    from service.leader.drain import DrainState, InFlight, Observation, in_flight_outcome
+
+    state = DrainState(HOT, in_flight=InFlight("a/b/1", "cool0:8080", 0))
+    busy = Observation({}, ["a/b/1"], {HOT, "cool0:8080"}, 1000)
+    assert in_flight_outcome(state, busy, 30_000) == "waiting"
+    idle = Observation({}, ["a/b/1"], {HOT, "cool0:8080"}, 1000, idle={"a/b/1"})
+    assert in_flight_outcome(state, idle, 30_000) == "unowned"
+    back = Observation({"a/b/1": HOT}, ["a/b/1"], {HOT, "cool0:8080"}, 1000, idle={"a/b/1"})
+    assert in_flight_outcome(state, back, 30_000) == "waiting"
+    assert in_flight_outcome(state, Observation({}, [], {HOT}, 1000), 30_000) == "gone"
