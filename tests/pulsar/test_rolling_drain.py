@@ -80,6 +80,7 @@ def test_drain_one_of_three_brokers_then_pulsars_shutdown_of_it_under_the_same_l
         left = admin.owned_bundles(pulsar_cluster.cluster, target)
         assert all(heartbeat_broker(b.rsplit("/", 1)[0]) is not None for b in left), left
         moves = [d for d in s.decisions("drain") if d["bundle"] and d["explanation"]["reason"] == "drain"]
+        swept = [d for d in s.decisions("drain") if d["explanation"]["reason"] == "placed_on_cordoned"]
         ours = [d for d in moves if d["bundle"].startswith(ns + "/")]
         assert {d["bundle"].rsplit("/", 1)[1] for d in ours} == set(ranges)
         assert max(Counter(d["bundle"] for d in moves).values()) == 1, "a bundle moved twice"
@@ -116,6 +117,7 @@ def test_drain_one_of_three_brokers_then_pulsars_shutdown_of_it_under_the_same_l
     pulsar_cluster.add_broker()  # three live brokers again for whatever runs after
     print(
         f"\nloadmgr drain of {target}: {drain_s:.1f} s, {len(moves)} move(s) ({len(ours)} of {ns}), "
+        f"{len(swept)} moved off again after Pulsar placed them back, "
         f"failed sends {drain_failed}, longest gap per bundle max {max(drain_gaps.values()):.2f} s, "
         f"p99 publish latency {drain_p99 and round(drain_p99 * 1000, 1)} ms"
         f"\nPulsar's graceful shutdown of {target} (maxConcurrentUnloadPerSec=1): {shut_s:.1f} s, "
