@@ -90,6 +90,12 @@ def test_drain_one_of_three_brokers_then_pulsars_shutdown_of_it_under_the_same_l
         }
         drain_p99 = work.latency_percentile(99, started, drain_end)
         drain_failed = work.failed()
+        print(
+            f"\nloadmgr drain of {target}: {drain_s:.1f} s, {len(moves)} move(s), "
+            f"failed sends {drain_failed}, longest gap {max(drain_gaps.values()):.2f} s, "
+            f"p99 {drain_p99 and round(drain_p99 * 1000, 1)} ms",
+            flush=True,
+        )
         assert sorted(set(found.values())) != [target]
 
         # The same broker, the same bundles, the same load: Pulsar's own graceful shutdown.
@@ -99,7 +105,6 @@ def test_drain_one_of_three_brokers_then_pulsars_shutdown_of_it_under_the_same_l
         before_shutdown = work.failed()
         shut_from = time.monotonic()
         admin.shutdown_broker(broker.web_url, max_concurrent_unload_per_sec=1)
-        wait_for(lambda: not broker.running, 180, f"{target} exits", every=1)
         wait_for(
             lambda: target not in _owners(admin, topics).values(),
             120,
@@ -114,6 +119,8 @@ def test_drain_one_of_three_brokers_then_pulsars_shutdown_of_it_under_the_same_l
         }
         shut_p99 = work.latency_percentile(99, shut_from, shut_end)
         shut_failed = work.failed() - before_shutdown
+    # Pulsar 4.0.7's shutdown closes the broker's services; its JVM may linger: end it.
+    pulsar_cluster.stop_broker(broker, kill=True)
     pulsar_cluster.add_broker()  # three live brokers again for whatever runs after
     print(
         f"\nloadmgr drain of {target}: {drain_s:.1f} s, {len(moves)} move(s) ({len(ours)} of {ns}), "
