@@ -63,7 +63,7 @@ class DrainRunner:
         _started: bool
         _drain_wake: threading.Event
         _drain_stop: threading.Event
-        _cordon_kept: dict[str, frozenset[str]]
+        _cordon_kept: dict[str, tuple[int, frozenset[str]]]  # broker -> (cordon's since, kept)
 
         def is_leader(self) -> bool: ...
 
@@ -117,9 +117,15 @@ class DrainRunner:
                 owned = [b for b, o in snap.owners.items() if o.broker == broker]
                 # A drained broker keeps nothing (heartbeat bundles aside): whatever Pulsar put back
                 # on it after the drain (a lookup, or a move Pulsar placed there) goes again.
-                baseline = frozenset() if broker == drained else self._cordon_kept.get(broker)
-                kept, gained = intruders(baseline, owned)
-                self._cordon_kept[broker] = kept
+                # (Only under the cordon that drain worked under: one set again later keeps what it has.)
+                cordon = self.book.cordons.get(broker)
+                since = cordon.since_ms if cordon is not None else 0
+                same = drain is not None and since <= drain.started_ms
+                seen = self._cordon_kept.get(broker)
+                # A baseline belongs to one cordon: cordoned again since, the broker is seen afresh.
+                baseline = seen[1] if seen is not None and seen[0] == since else None
+                kept, gained = intruders(frozenset() if broker == drained and same else baseline, owned)
+                self._cordon_kept[broker] = (since, kept)
                 for bundle in [b for b in gained if b not in self.jobs.in_flight][:1]:
                     step = drain_moves(
                         broker,

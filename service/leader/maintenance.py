@@ -64,7 +64,7 @@ class Maintenance(DrainRunner):
         self._drain_wake = threading.Event()
         self._drain_stop = threading.Event()
         self._drain_thread: threading.Thread | None = None
-        self._cordon_kept: dict[str, frozenset[str]] = {}  # see cordon_sweep
+        self._cordon_kept: dict[str, tuple[int, frozenset[str]]] = {}  # see cordon_sweep
 
     def _start_maintenance(self) -> None:
         self.book.start()

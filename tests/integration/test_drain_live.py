@@ -128,6 +128,12 @@ def test_drain_one_of_three_brokers(cluster: Cluster) -> None:
     assert svc.cordons() == {}
     view = svc._loadview
     wait_for(lambda: B1 in view.ctx.brokers(view.load), 10, what="b1 a placement candidate again")
+    # Cordoned again later, without a drain: it keeps what it has, the finished drain notwithstanding.
+    assign(cluster.admin, back, B1)
+    wait_for(lambda: cluster.owners().get(back) == B1, 10, what="b1 owns a bundle again")
+    svc.cordon(B1, principal="test")
+    assert svc.cordon_sweep() == 0 and svc.cordon_sweep() == 0
+    assert cluster.owners().get(back) == B1
 
 
 def _ranges(cluster: Cluster, ns: str) -> list[str]:
