@@ -29,6 +29,11 @@ class AlreadyExists(InvalidInput):
     """A create of something that exists (Pulsar's admin answers 409 Conflict)."""
 
 
+class Conflict(InvalidInput):
+    """A request the current state refuses (answered 409 Conflict): a second drain while one runs,
+    cordoning the last broker that could take bundles. Names the field and value, like any input."""
+
+
 class UnknownNamespace(LoadMgrError, KeyError):
     """A namespace that has no policies node."""
 

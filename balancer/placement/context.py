@@ -86,11 +86,19 @@ class PlacementContext:
     this_load_manager_class: str | None = None  # None: the config's loadManagerClassName
     excluded_namespaces: set[str] | None = None  # None: the config's loadBalancerSheddingExcludedNamespaces
     available_brokers: list[str] | None = None  # None: the brokers of the load data
+    # Cordoned brokers (drain, maintenance): never a candidate for a new bundle, whatever chooses
+    # (shedding destinations, the orphan rule, an operator's unload without a destination). They
+    # keep what they have; heartbeat namespaces stay pinned to their own broker.
+    cordoned: frozenset[str] = frozenset()
     # Placement of shedding-excluded namespaces; keep the context (or this selector) across cycles.
     round_robin: RoundRobinBrokerSelector = field(default_factory=RoundRobinBrokerSelector)
 
     def brokers(self, load: LoadData) -> list[str]:
-        return list(self.available_brokers) if self.available_brokers is not None else list(load.broker_data)
+        """The brokers placement may choose from: the available ones less the cordoned ones."""
+        live = self.available_brokers if self.available_brokers is not None else list(load.broker_data)
+        if not self.cordoned:
+            return list(live)
+        return [b for b in live if b not in self.cordoned]
 
     def add_range(self, broker: str, bundle: str) -> None:
         ns, rng = bundle.rsplit("/", 1)

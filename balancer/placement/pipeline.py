@@ -366,6 +366,13 @@ def assign_bundle(
     """``selectBrokerForAssignment``: a preallocated bundle sticks to its broker; otherwise select
     and preallocate (bundle data into the broker's preallocated map, range into the cache)."""
     sticky = ctx.preallocated_bundle_to_broker.get(bundle)
+    if sticky is not None and sticky in ctx.cordoned:
+        # Preallocated before its broker was cordoned: placed afresh among the others.
+        del ctx.preallocated_bundle_to_broker[bundle]
+        target = load.broker_data.get(sticky)
+        if target is not None:
+            target.preallocated_bundle_data.pop(bundle, None)
+        sticky = None
     if sticky is not None:
         return PlacementDecision(
             sticky,

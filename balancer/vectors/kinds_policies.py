@@ -110,6 +110,8 @@ def handle_shedding_cycle(name: str, data: dict[str, Any]) -> list[RoundReport]:
             for domain, brokers in (inp.get("failure_domains") or {}).items():
                 for b in brokers:
                     ctx.failure_domains[b] = domain
+            # loadmgr's own: cordoned brokers (docs/drain.md) are never a destination.
+            ctx.cordoned = frozenset(c.get("cordoned") or ())
             shedder = create_shedder(config.loadBalancerLoadSheddingStrategy)
             placement = create_placement(config.loadBalancerLoadPlacementStrategy, shedder=shedder)
             plan = plan_shedding_cycle(load, config, shedder, placement, ctx, 1_000_000, random.Random(0))

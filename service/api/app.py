@@ -50,7 +50,14 @@ def create_app(service: Any, settings: Settings, registry: CollectorRegistry | N
     app.state.settings = settings
     app.state.auth = Authenticator(settings)
     errors.install(app)
-    for router in (brokers.router, bundles.router, cluster.router, namespaces.router, shedding.router):
+    for router in (
+        brokers.router,
+        brokers.maintenance,
+        bundles.router,
+        cluster.router,
+        namespaces.router,
+        shedding.router,
+    ):
         app.include_router(router, dependencies=[Reader], responses=READER_ERRORS)
     app.include_router(cluster.health)  # probes carry no token
     install_guard(app, settings)

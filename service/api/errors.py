@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 
 from balancer.errors import (
     AlreadyExists,
+    Conflict,
     InvalidInput,
     PreconditionFailed,
     UnknownBroker,
@@ -104,6 +105,11 @@ def install(app: FastAPI) -> None:
         # Pulsar's admin answers a create of an existing namespace with 409 Conflict.
         detail = [{"field": exc.field, "value": _plain(exc.value), "reason": exc.reason}]
         return _error(409, "AlreadyExists", detail)
+
+    @app.exception_handler(Conflict)
+    async def _conflict(_: Request, exc: Conflict) -> JSONResponse:
+        detail = [{"field": exc.field, "value": _plain(exc.value), "reason": exc.reason}]
+        return _error(409, "Conflict", detail)
 
     @app.exception_handler(UnknownBroker)
     async def _unknown_broker(_: Request, exc: UnknownBroker) -> JSONResponse:

@@ -269,3 +269,46 @@ class ServiceCollector(Collector):
             fam = CounterMetricFamily(name, doc, labels=["cluster"])
             fam.add_metric([c], float(getattr(stats, attr, 0) or 0))
             yield fam
+        yield from maintenance_families(c, service)
+
+
+DRAIN_STATES = ("running", "stopped", "done", "failed")
+
+
+def maintenance_families(cluster: str, service: Any) -> Iterator[GaugeMetricFamily]:
+    """Cordoned brokers and the drain (running or last finished), from the watched ZooKeeper nodes:
+    every instance, leader or not, exports the same series."""
+    cordons = getattr(service, "cordons", None)
+    drain_state = getattr(service, "drain_state", None)
+    cordoned = GaugeMetricFamily(
+        "loadmgr_broker_cordoned",
+        "1 for each cordoned broker: placement gives it no new bundle.",
+        labels=["cluster", "broker"],
+    )
+    for broker in sorted(cordons() if callable(cordons) else {}):
+        cordoned.add_metric([cluster, broker], 1.0)
+    yield cordoned
+    state = drain_state() if callable(drain_state) else None
+    states = GaugeMetricFamily(
+        "loadmgr_drain_state",
+        "1 for the drain's current state (running, stopped, done, failed), labelled with its broker.",
+        labels=["cluster", "broker", "state"],
+    )
+    moved = GaugeMetricFamily(
+        "loadmgr_drain_bundles_moved",
+        "Bundles the drain has moved off its broker.",
+        labels=["cluster", "broker"],
+    )
+    left = GaugeMetricFamily(
+        "loadmgr_drain_bundles_remaining",
+        "Bundles the drained broker still owns (heartbeat namespaces excluded), as last seen.",
+        labels=["cluster", "broker"],
+    )
+    if state is not None:
+        for s in DRAIN_STATES:
+            states.add_metric([cluster, state.broker, s], 1.0 if state.state == s else 0.0)
+        moved.add_metric([cluster, state.broker], float(state.moved))
+        left.add_metric([cluster, state.broker], float(state.remaining))
+    yield states
+    yield moved
+    yield left

@@ -25,6 +25,15 @@ class UnloadRequest(_Body):
     )
 
 
+class DrainRequest(_Body):
+    then_shutdown: bool = Field(
+        False,
+        alias="thenShutdown",
+        description="Pulsar mode: Pulsar's graceful shutdown of the broker once only heartbeat "
+        "namespaces are left on it",
+    )
+
+
 class SplitRequest(_Body):
     algorithm: SplitAlgorithm | None = Field(
         None, description="Split algorithm; the configured default if omitted"
@@ -57,6 +66,8 @@ class BrokerSummary(BaseModel):
     numTopics: int
     lastUpdate: int
     scores: dict[str, float]
+    cordoned: bool = False
+    draining: bool = False
 
 
 class BrokerDetail(BrokerSummary):
@@ -163,3 +174,40 @@ class NamespacePoliciesRequest(_Body):
         None, alias="namespaceAntiAffinityGroup", description="Set the group; empty string removes it"
     )
     isolation_policy: IsolationPolicyRequest | None = Field(None, alias="isolationPolicy")
+
+
+class CordonInfo(BaseModel):
+    broker: str
+    since: int
+    by: str | None = None
+    reason: str = ""
+
+
+class DrainProgress(BaseModel):
+    moved: int
+    total: int
+    fraction: float
+
+
+class DrainInfo(BaseModel):
+    broker: str
+    state: Literal["running", "stopped", "done", "failed"]
+    startedAt: int
+    updatedAt: int
+    by: str | None = None
+    thenShutdown: bool = False
+    total: int
+    moved: int
+    remaining: int
+    recent: list[str]
+    inFlight: dict[str, Any] | None = None
+    attempts: dict[str, int]
+    givenUp: dict[str, str]
+    shutdown: str | None = None
+    message: str = ""
+    progress: DrainProgress
+
+
+class MaintenanceInfo(BaseModel):
+    cordoned: dict[str, CordonInfo]
+    drain: DrainInfo | None = None

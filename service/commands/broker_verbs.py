@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from balancer.errors import InvalidInput
+from service.commands import maintenance
 from service.commands.client import call, common_parser, run_api
 from service.commands.output import emit, table
 from service.commands.render import BROKER_HEADERS, broker_rows, leader_line, value_text
@@ -40,10 +41,23 @@ def register(sub: Any) -> None:
         "get-dynamic-config, update-dynamic-config ...)",
         description=f"`loadmgr brokers` lists the brokers, `loadmgr brokers BROKER` shows one; {verbs}.",
     )
-    p.add_argument("broker", nargs="?", metavar="BROKER|VERB", help="A broker id (host:port), or a verb")
-    p.add_argument("cluster", nargs="?", metavar="CLUSTER", help="brokers list: the cluster (pulsar-admin)")
+    p.add_argument(
+        "broker",
+        nargs="?",
+        metavar="BROKER|VERB",
+        help="A broker id (host:port), a maintenance verb followed by the broker (cordon, uncordon, "
+        "drain, drain-stop, drain-status), or one of pulsar-admin's brokers verbs",
+    )
+    # One second word: the cluster for `brokers list`, the broker for a maintenance verb.
+    p.add_argument(
+        "cluster",
+        nargs="?",
+        metavar="CLUSTER|BROKER",
+        help="brokers list: the cluster; cordon ...: the broker",
+    )
     p.add_argument("--config", dest="config_key", help="update-dynamic-config: the Pulsar key")
     p.add_argument("--value", dest="config_value", help="update-dynamic-config: its new value")
+    maintenance.add_args(p)
     p.set_defaults(func=_brokers)
     p = sub.add_parser("broker-stats", parents=[common], help="pulsar-admin broker-stats load-report")
     p.add_argument("action", choices=["load-report"], help="load-report: the brokers' load reports")
@@ -61,22 +75,33 @@ def _status(args: argparse.Namespace) -> int:
     def go(a: argparse.Namespace) -> int:
         leader = call(a, "GET", "/leader")
         brokers = call(a, "GET", "/brokers")
-        body = {"leader": leader, "brokers": brokers}
-        return emit(a, body, lambda: [leader_line(leader), table(broker_rows(brokers), BROKER_HEADERS)])
+        maint = maintenance.fetch(a)
+        body = {"leader": leader, "brokers": brokers, "maintenance": maint}
+        return emit(
+            a,
+            body,
+            lambda: [
+                leader_line(leader),
+                table(broker_rows(brokers), BROKER_HEADERS),
+                *maintenance.lines(maint),
+            ],
+        )
 
     return run_api(args, go)
 
 
 def _check_words(a: argparse.Namespace) -> None:
     verb = a.broker
+    if verb in maintenance.VERBS:
+        a.target = a.cluster
+        return
     if a.cluster is not None and verb != "list":
         raise InvalidInput("CLUSTER", a.cluster, "only `brokers list` takes a cluster")
     if (a.config_key or a.config_value) and verb != "update-dynamic-config":
         raise InvalidInput("--config/--value", a.config_key, "only with `brokers update-dynamic-config`")
     if verb and verb not in BROKER_VERBS and ":" not in verb:
-        raise InvalidInput(
-            "BROKER", verb, f"neither a broker id (host:port) nor a brokers verb ({', '.join(BROKER_VERBS)})"
-        )
+        verbs = ", ".join([*BROKER_VERBS, *maintenance.VERBS])
+        raise InvalidInput("BROKER", verb, f"neither a broker id (host:port) nor a brokers verb ({verbs})")
 
 
 def _brokers(args: argparse.Namespace) -> int:
@@ -84,6 +109,8 @@ def _brokers(args: argparse.Namespace) -> int:
 
     def go(a: argparse.Namespace) -> int:
         verb = a.broker
+        if verb in maintenance.VERBS:
+            return maintenance.run(a, verb)
         if verb == "update-dynamic-config":
             return _update_dynamic_config(a)
         if verb == "leader-broker":

@@ -32,7 +32,7 @@ def register(sub: Any) -> None:
     paging_args(p, "bundles")
     p.set_defaults(func=_bundles)
     p = sub.add_parser("decisions", parents=[common], help="The leader's recent decisions, newest first")
-    p.add_argument("--kind", help="shedding, placement, split, manual or adoption")
+    p.add_argument("--kind", help="shedding, placement, split, manual, adoption, drain or leadership")
     p.add_argument("--namespace", help="Only decisions about bundles of this tenant/namespace")
     p.add_argument("--broker", help="Only moves from or to this broker")
     paging_args(p, "decisions")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-BROKER_HEADERS = ["broker", "cpu%", "mem%", "bwIn%", "bwOut%", "msg/s", "MB/s", "bundles"]
+BROKER_HEADERS = ["broker", "cpu%", "mem%", "bwIn%", "bwOut%", "msg/s", "MB/s", "bundles", "state"]
 
 
 def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
@@ -22,6 +22,7 @@ def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
             (b["msgThroughputIn"] + b["msgThroughputOut"]) / 1e6,
             # the bundles it owns now when the answer lists them (its last report may lag a move)
             len(b["bundles"]) if isinstance(b.get("bundles"), list) else b["numBundles"],
+            "draining" if b.get("draining") else ("cordoned" if b.get("cordoned") else ""),
         ]
         for b in brokers
     ]

@@ -172,6 +172,9 @@ class LoadView:
         self.config_store = config_store
         self.adopted_long_term_total = 0
         self._on_adopt = on_adopt
+        # Cordoned brokers (service.leader.cordons), kept across terms; each refresh hands them to
+        # placement through the context.
+        self.cordoned: frozenset[str] = frozenset()
         self.cache: ClusterCache | None = None
         self._cache_lock = threading.Lock()
         self.reset()
@@ -245,6 +248,7 @@ class LoadView:
         copy._cache_lock = self._cache_lock
         copy.load = self.load.model_copy(deep=True)
         copy.ctx = deepcopy(self.ctx)
+        copy.cordoned = self.cordoned
         copy.known_brokers = set(self.known_brokers)
         copy.bundle_data_versions = dict(self.bundle_data_versions)
         copy.reports = self.reports.copy()
@@ -324,6 +328,7 @@ class LoadView:
             self.bundle_data_versions.pop(bundle, None)
         snap.dropped_bundles = folded.dropped
         self.ctx.available_brokers = sorted(current)
+        self.ctx.cordoned = self.cordoned
         snap.policies.apply_to(self.ctx)
         self.ctx.refresh(self.load, changed=snap.folded)
         self.last = snap

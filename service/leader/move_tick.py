@@ -157,7 +157,10 @@ class PacedMoves:
         self, e: Entry, where: str | None, brokers: set[str], now: int, layouts: dict[str, set[str] | None]
     ) -> int:
         dest = e.destination
-        if (dest is not None and where == dest) or (dest is None and where not in (None, e.source)):
+        # A drain wants the bundle off its broker: any other broker serving it is the move done (a
+        # second unload toward the decided one would cost its clients a second gap).
+        anywhere = dest is None or e.kind == "drain"
+        if (dest is not None and where == dest) or (anywhere and where not in (None, e.source)):
             self._served(e, now)
             return 1
         if dest is not None and dest not in brokers:
@@ -172,7 +175,7 @@ class PacedMoves:
         elif self.zk_native:
             if where != e.source:  # the source still holding it is the handoff under way
                 self._unserved(e, now, f"owned by {where}: another write moved it")
-        else:
+        elif e.kind != "drain":  # the drain's sequencer decides what a bundle back on its broker needs
             self._reissue(e, where, now)
         return 0
 

@@ -34,6 +34,7 @@ from service.leader.executors import Executor, ZkExecutor
 from service.leader.identity import LeaderIdentity
 from service.leader.jobs import LeaderJobs
 from service.leader.load_view import LoadView
+from service.leader.maintenance import Maintenance
 from service.leader.metrics_sink import MetricsSink, NoMetrics
 from service.leader.operations import ManualOperations
 from service.leader.pulsar_mode import PulsarMode
@@ -50,7 +51,7 @@ from service.zookeeper.session.validate import path_kind
 log = logging.getLogger(__name__)
 
 
-class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, ConfigUpdates):
+class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, ConfigUpdates, Maintenance):
     """One load-manager instance. ``start()`` connects and campaigns; ``stop()`` steps down and closes.
 
     ``executor`` defaults to the ZooKeeper-native one, or in Pulsar mode (``settings.mode``) to
@@ -136,6 +137,7 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
             random.Random(seed),
         )
         self.jobs.unlocked = self._unlocked
+        self._init_maintenance()
         self._schedule = LeaderSchedule(self.metrics.job_run)
         self._started = False
         # Readiness: failures in a row per job, all failures per job, and when a shedding cycle last
@@ -159,6 +161,7 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
             self.config_store.start()
         self.store.add_state_listener(self._on_state)
         self._dynamic.start()  # applies the persisted dynamic keys before any job is scheduled
+        self._start_maintenance()  # cordons apply before any placement
         self._schedule_jobs()
         self._schedule.start()
         self._start_pulsar()
@@ -180,6 +183,7 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
         """Step down (deleting the leader node), stop the jobs, close the connection."""
         self._started = False
         self.election.stop()
+        self._stop_maintenance()
         self._schedule.shutdown()
         self._stop_pulsar()
         if self.config_store is not None:

@@ -209,6 +209,16 @@ class PulsarAdmin:
         params = {"destinationBroker": destination} if destination else {}
         self.request("PUT", self.bundle_path(bundle, "unload"), params=params)
 
+    def shutdown_broker(
+        self, base: str, max_concurrent_unload_per_sec: int | None = None, forced_terminate_topic: bool = True
+    ) -> None:
+        """Pulsar's graceful shutdown of the broker at ``base`` (``/admin/v2/brokers/shutdown``): it
+        unloads what it still owns (at most ``max_concurrent_unload_per_sec`` a second) and exits."""
+        params = {"forcedTerminateTopic": "true" if forced_terminate_topic else "false"}
+        if max_concurrent_unload_per_sec is not None:
+            params["maxConcurrentUnloadPerSec"] = str(int(max_concurrent_unload_per_sec))
+        self.request("POST", "/admin/v2/brokers/shutdown", params=params, base=base)
+
     def split(
         self, bundle: str, algorithm: str | None, boundaries: Sequence[int] | None, unload: bool = False
     ) -> None:

@@ -37,6 +37,10 @@ LEADER_EPOCH = "/loadmgr/leader-epoch"
 LOADMGR_LEADER = "/loadmgr/leader"
 # Dynamic configuration set through loadmgr (PUT /config), persisted for every instance and failover.
 LOADMGR_CONFIG = "/loadmgr/config"
+# Maintenance (docs/drain.md): the cordoned brokers, and the one drain under way, written by the
+# leader only, fenced on its epoch, watched by every instance.
+LOADMGR_CORDONS = "/loadmgr/cordons"
+LOADMGR_DRAIN = "/loadmgr/drain"
 # Pulsar's dynamic configuration overrides (pulsar-admin brokers update-dynamic-config).
 PULSAR_DYNAMIC_CONFIG = "/admin/configuration"
 WORKLOAD = "/loadmgr/workload"

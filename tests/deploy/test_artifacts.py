@@ -218,3 +218,28 @@ def test_helm_defaults_keep_replicas_apart_and_history_on_an_empty_dir() -> None
 def test_helm_rejects_unknown_keys_and_unsafe_values(values: dict[str, Any], message: str) -> None:
     with pytest.raises(Exception, match=message):
         _render(values)
+
+
+def test_helm_broker_drain_hook_renders_lints_and_validates() -> None:
+    """The optional broker hook: a ConfigMap with the script and its settings, valid Kubernetes,
+    lint-clean (strict), and a script a POSIX shell parses; off by default."""
+    import subprocess
+
+    h = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
+    values = {"brokerDrainHook": {"enabled": True, "deadlineSeconds": 120}, "tls": {"secretName": "lm-tls"}}
+    report = h.lint(str(CHART), values, strict=True)
+    assert not report["errors"], report
+    assert not [m for m in report["messages"] if m["severity"] >= 2], report
+    hooks = [d for d in _render(values) if d["metadata"]["name"].endswith("-broker-drain-hook")]
+    assert len(hooks) == 1
+    (cm,) = hooks
+    kv.validate(cm, "1.30", strict=True)
+    data = cm["data"]
+    assert data["DRAIN_DEADLINE_SECONDS"] == "120" and data["LOADMGR_URL"].startswith("https://")
+    script = data["broker-drain-hook.sh"]
+    assert script == (CHART / "files" / "broker-drain-hook.sh").read_text()
+    subprocess.run(["sh", "-n"], input=script, text=True, check=True)
+    assert not [d for d in _render({}) if d["metadata"]["name"].endswith("-broker-drain-hook")]
+    with pytest.raises(Exception, match=r"(?i)brokerDrainHook|schema|additional"):
+        _render({"brokerDrainHook": {"enabled": True, "deadline": 5}})

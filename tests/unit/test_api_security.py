@@ -97,6 +97,10 @@ def test_every_mutating_route_refuses_read_and_missing_tokens(
         "/config",
         "/namespaces/{tenant}/{namespace}",
         "/namespaces/{tenant}/{namespace}/policies",
+        "/brokers/{broker}/cordon",
+        "/brokers/{broker}/uncordon",
+        "/brokers/{broker}/drain",
+        "/brokers/{broker}/drain/stop",
     }
     before = (dict(svc.owners), list(svc.bundles), svc.config)
     for method, path in mutating:

@@ -11,7 +11,7 @@ from balancer.vectors.kinds import KIND_HANDLERS
 from balancer.vectors.runner import run_vector
 
 VECTORS = Path(__file__).resolve().parents[1] / "vectors"
-FILES = sorted(p for d in ("placement", "split", "hash") for p in (VECTORS / d).glob("*.json"))
+FILES = sorted(p for d in ("placement", "policies", "split", "hash") for p in (VECTORS / d).glob("*.json"))
 
 
 def test_vectors_exist() -> None:
