@@ -51,6 +51,11 @@ from service.zookeeper.session.cache import SyncStats, WatchCache, WatchedTree, 
 
 log = logging.getLogger(__name__)
 
+# brokers and owners as read from ZooKeeper -> as the brokers' kind completes them.
+Overlay = Callable[
+    [dict[str, LocalBrokerData], dict[str, Owner]], tuple[dict[str, LocalBrokerData], dict[str, Owner]]
+]
+
 
 @dataclass
 class Snapshot:
@@ -174,6 +179,9 @@ class LoadView:
         self._on_adopt = on_adopt
         self.cache: ClusterCache | None = None
         self._cache_lock = threading.Lock()
+        # Pulsar mode: the brokers' kind completes what ZooKeeper holds of their load and ownership
+        # (service.pulsar.broker_kind); None: ZooKeeper's nodes are the whole picture.
+        self.overlay: Overlay | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -213,7 +221,11 @@ class LoadView:
         cache = self.cache_for(store)
         with cache.lock:
             cache.sync()
-            return _snapshot_of(cache, now_ms, bundle_data, self.cluster)
+            snap = _snapshot_of(cache, now_ms, bundle_data, self.cluster)
+        if self.overlay is not None:
+            snap.brokers, snap.owners = self.overlay(snap.brokers, snap.owners)
+            snap.owner_versions = {b: o.version for b, o in snap.owners.items()}
+        return snap
 
     def wrote_assignment(self, bundle: str, doc: bytes | None, version: int) -> None:
         """Our own assignment write of ``doc`` (None: deleted), so the cache does not read it back."""
@@ -243,6 +255,7 @@ class LoadView:
         # a second cache would re-read the whole cluster and set its watches again for one dry run.
         copy.cache = self.cache
         copy._cache_lock = self._cache_lock
+        copy.overlay = self.overlay
         copy.load = self.load.model_copy(deep=True)
         copy.ctx = deepcopy(self.ctx)
         copy.known_brokers = set(self.known_brokers)
