@@ -73,7 +73,10 @@ def pulsar_client_factory(settings: Settings) -> Any:
         import pulsar
 
         token = settings.pulsar_token()
-        kw: dict[str, Any] = {"logger": logging.getLogger("pulsar.client"), "operation_timeout_seconds": 10}
+        client_log = logging.getLogger("pulsar.client")
+        if client_log.level == logging.NOTSET:  # its INFO lines (every lookup, every connection) drown ours
+            client_log.setLevel(logging.WARNING)
+        kw: dict[str, Any] = {"logger": client_log, "operation_timeout_seconds": 10}
         if token:
             kw["authentication"] = pulsar.AuthenticationToken(token)
         if settings.pulsar_tls_trust_certs:
