@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -49,7 +48,6 @@ TOPIC_TABLE_VIEW = "org.apache.pulsar.broker.loadbalance.extensions.channel.Serv
 METADATA_TABLE_VIEW = (
     "org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateMetadataStoreTableViewImpl"
 )
-_RANGE = re.compile(r"^0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}$")
 _RESOURCES = {
     "cpu": "cpu",
     "memory": "memory",
@@ -119,17 +117,10 @@ def parse_broker_load(raw: bytes) -> dict[str, ResourceUsage] | None:
 
 
 def read_metadata_channel(store: Any, root: str = METADATA_CHANNEL_ROOT) -> dict[str, bytes]:
-    """The PIP-378 table view: ``<root>/<namespace path>/<range>`` -> bundle -> its JSON
+    """The PIP-378 table view: bundle -> its JSON at ``<root>/<tenant>/<ns>/<range>``
     (``store``: a :class:`service.zookeeper.metadata.store.ZkStore`)."""
-    leaves: list[str] = []
-    level = [root]
-    for _ in range(4):  # tenant / namespace (/ cluster for v1) / range
-        nxt: list[str] = []
-        for path in level:
-            for child in store.children(path):
-                (leaves if _RANGE.match(child) else nxt).append(f"{path}/{child}")
-        level = nxt
-    got = store.get_many(leaves)
+    names = store.walk_ranges(root)
+    got = store.get_many([f"{root}/{n}" for n in names])
     return {path[len(root) + 1 :]: raw for path, (raw, _stat) in got.items()}
 
 
