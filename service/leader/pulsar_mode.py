@@ -188,7 +188,9 @@ class PulsarMode:
         admin = self.pulsar_admin
         verdict = check(brokers, admin, dynamic, lambda b, d: broker_web_url(admin, b, d))
         if verdict.kind is not None and self.pulsar_kinds is not None:
-            waiting = self.pulsar_kinds.use(verdict.kind, verdict.table_view).waiting()
+            kind = self.pulsar_kinds.use(verdict.kind, verdict.table_view)
+            kind.view(brokers, {})  # the registry the kind's own reads start from (a follower's too)
+            waiting = kind.waiting()
             if waiting is not None:
                 verdict = dataclasses.replace(verdict, waiting=(waiting,))
         self._verdict = verdict
