@@ -8,6 +8,7 @@ consumer per topic, subscribed before the first message, must receive every ackn
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -270,5 +271,38 @@ def test_extensible_skewed_cluster_is_balanced_by_transfers(
         assert not again  # a transfer lands where it was sent: no lookup can place it elsewhere
         assert work.failed() == 0
         assert max(gaps.values()) < 15.0
+    finally:
+        consumers.close()
+
+
+def test_extensible_leader_failover_and_the_new_leader_transfers(
+    extensible_cluster: PulsarCluster, serve_ext: Callable[..., Serve]
+) -> None:
+    cluster = extensible_cluster
+    admin = PulsarAdmin(cluster.web_urls)
+    a = serve_ext()
+    b = serve_ext()
+    leader, follower = (a, b) if a.is_leader() else (b, a)
+    assert leader.is_leader() and not follower.is_leader()
+    leader.stop(signal.SIGKILL)  # no resignation: the session must expire
+    wait_for(follower.is_leader, 60, "the follower takes over")
+    wait_for(lambda: follower.readyz()["status"] == "ready", 60, "the new leader acts")
+    ns = "public/failover"
+    admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": 1}})
+    (rng,) = admin.bundles(ns)
+    (topic,) = topics_for_bundles(ns, [rng], 1)
+    bundle = f"{ns}/{rng}"
+    consumers = Consumers(cluster.service_url, [topic])
+    try:
+        with Workload(cluster.service_url, {topic: 20.0}) as work:
+            owner = wait_for(lambda: owner_of(admin, cluster, bundle), 60, f"{bundle} owned")
+            dest = next(x.broker_id for x in cluster.brokers if x.broker_id != owner)
+            wait_for(lambda: bundle in follower.http.get("/bundles").text, 60, "the new leader sees it")
+            r = follower.http.post(f"/bundles/{bundle}/unload", params={"destinationBroker": dest})
+            assert r.status_code == 200, r.text
+            wait_for(lambda: owner_of(admin, cluster, bundle) == dest, 60, "the transfer by the new leader")
+            time.sleep(2)  # the last sends' acknowledgements
+        wait_for(lambda: not consumers.missing(work), 60, "every acknowledged message received")
+        assert work.failed() == 0
     finally:
         consumers.close()
