@@ -2,17 +2,22 @@
 ``pulsar-client`` producers and ``loadmgr serve --mode pulsar`` processes.
 
 One cluster serves each module (starting it takes ~20-40 s here): ``pulsar_cluster`` runs
-ModularLoadManagerImpl, ``extensible_cluster`` ExtensibleLoadManagerImpl; module scope, so the two
-never run at once on a 2-core machine. Missing jars skip the tier
+ModularLoadManagerImpl, ``extensible_cluster`` ExtensibleLoadManagerImpl. ``make test`` hands the two
+modules to two xdist workers; each cluster holds a machine-wide file lock for its lifetime, so the
+two never run brokers at once on a 2-core machine (the modules' timeouts count test bodies only:
+``func_only``, so the wait for the other tier's cluster is not charged to a test). Missing jars skip the tier
 on a developer's machine with the command that fetches them; under CI (``CI`` set) they fail it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -49,6 +54,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: flo
     raise AssertionError(f"timed out after {budget:.0f} s waiting for {what} (last: {last!r})")
 
 
+@contextlib.contextmanager
+def _one_cluster_at_a_time() -> Iterator[None]:
+    path = Path(tempfile.gettempdir()) / "loadmgr-pulsar-tier.lock"
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _needs_pulsar() -> None:
     try:
         find_pulsar_lib()
@@ -81,9 +97,12 @@ def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarC
         start_timeout_s=scaled(180),
         own_hosts=no_netns is None,
     )
-    cluster.start()
-    yield cluster
-    cluster.stop()
+    with _one_cluster_at_a_time():
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
 
 
 @pytest.fixture(scope="module")
@@ -99,9 +118,12 @@ def extensible_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pul
         start_timeout_s=scaled(180),
         broker_settings={"loadManagerClassName": LOAD_MANAGERS["extensible"]},
     )
-    cluster.start()
-    yield cluster
-    cluster.stop()
+    with _one_cluster_at_a_time():
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
 
 
 class Serve:

@@ -22,7 +22,7 @@ from service.pulsar.cluster import PulsarCluster
 from service.pulsar.workload import Workload, topics_for_bundles
 from tests.pulsar.conftest import Serve, wait_for
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(600, func_only=True)  # see conftest: the wait for the other tier's cluster
 
 RATE = 60.0  # messages/s per topic
 
