@@ -136,6 +136,31 @@ def test_extensible_refusal_while_the_brokers_shed_and_recovery(
     assert s.metric("loadmgr_pulsar_acting") == 1.0
 
 
+def test_extensible_beside_the_brokers_own_shedding_in_dry_run(
+    extensible_cluster: PulsarCluster, serve_ext: Callable[..., Serve]
+) -> None:
+    admin = PulsarAdmin(extensible_cluster.web_urls)
+    admin.update_dynamic_config("loadBalancerSheddingEnabled", "true")  # their TransferShedder
+    try:
+        s = serve_ext({"LOADMGR_PULSAR_BESIDE_BROKERS": "true"}, wait_ready=False)
+        details = wait_for(
+            lambda: (
+                (d := s.readyz())["status"] == "ready" and d["details"].get("pulsar", {}).get("dryRun") and d
+            ),
+            60,
+            "ready in dry-run",
+        )
+        assert "loadBalancerSheddingEnabled=true" in details["details"]["pulsar"]["reason"]
+        r = s.http.post("/shedding/dry-run")
+        assert r.status_code == 200, r.text
+        # The dry run decided on the Extensible brokers' own figures: all three, read from their
+        # registry, channel and topic stats.
+        brokers = {b["broker"] for b in s.http.get("/brokers").json()}
+        assert brokers == {b.broker_id for b in extensible_cluster.brokers}
+    finally:
+        admin.delete_dynamic_config("loadBalancerSheddingEnabled")
+
+
 def test_extensible_manual_transfer_needs_no_lookup_unload_and_split(
     extensible_cluster: PulsarCluster, serve_ext: Callable[..., Serve]
 ) -> None:
