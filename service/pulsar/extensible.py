@@ -295,7 +295,8 @@ class ExtensibleReads:
             except pulsar.Timeout:
                 break
             got[str(msg.partition_key())] = parse_unit_state(msg.data())
-        caught_up = not got and not reader.has_message_available()
+        # Caught up once nothing is left behind what was read (a busy channel never goes quiet).
+        caught_up = not reader.has_message_available()
         self._apply_units(got, replace=False, caught_up=caught_up)
 
     def _read_metadata_channel(self) -> None:
