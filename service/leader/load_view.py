@@ -223,8 +223,10 @@ class LoadView:
             cache.sync()
             snap = _snapshot_of(cache, now_ms, bundle_data, self.cluster)
         if self.overlay is not None:
+            owners = snap.owners
             snap.brokers, snap.owners = self.overlay(snap.brokers, snap.owners)
-            snap.owner_versions = {b: o.version for b, o in snap.owners.items()}
+            if snap.owners is not owners:  # ownership read elsewhere than ZooKeeper's nodes
+                snap.owner_versions = {b: o.version for b, o in snap.owners.items()}
         return snap
 
     def wrote_assignment(self, bundle: str, doc: bytes | None, version: int) -> None:

@@ -16,7 +16,7 @@ new owner, so they reconnect without a lookup). Which kind runs is read from the
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from balancer.models import LocalBrokerData
@@ -39,7 +39,7 @@ class BrokerKind(Protocol):
         """Why loadmgr cannot see these brokers' load or ownership yet (None: it can)."""
 
     def view(
-        self, brokers: Mapping[str, LocalBrokerData], owners: Mapping[str, Owner]
+        self, brokers: dict[str, LocalBrokerData], owners: dict[str, Owner]
     ) -> tuple[dict[str, LocalBrokerData], dict[str, Owner]]:
         """The registry and ownership as read from ZooKeeper -> brokers with load, and owners."""
 
@@ -56,9 +56,9 @@ class ModularKind:
         return None
 
     def view(
-        self, brokers: Mapping[str, LocalBrokerData], owners: Mapping[str, Owner]
+        self, brokers: dict[str, LocalBrokerData], owners: dict[str, Owner]
     ) -> tuple[dict[str, LocalBrokerData], dict[str, Owner]]:
-        return dict(brokers), dict(owners)
+        return brokers, owners  # the very same: the load view keeps everything it read
 
     def close(self) -> None:
         pass
@@ -78,7 +78,7 @@ class ExtensibleKind:
         return self.reads.waiting()
 
     def view(
-        self, brokers: Mapping[str, LocalBrokerData], owners: Mapping[str, Owner]
+        self, brokers: dict[str, LocalBrokerData], owners: dict[str, Owner]
     ) -> tuple[dict[str, LocalBrokerData], dict[str, Owner]]:
         # Modular's /namespace nodes (none on an Extensible cluster) do not count here.
         return self.reads.view(brokers)
@@ -120,7 +120,7 @@ class BrokerKinds:
         return self.current
 
     def view(
-        self, brokers: Mapping[str, LocalBrokerData], owners: Mapping[str, Owner]
+        self, brokers: dict[str, LocalBrokerData], owners: dict[str, Owner]
     ) -> tuple[dict[str, LocalBrokerData], dict[str, Owner]]:
         return self.current.view(brokers, owners)
 
