@@ -48,6 +48,15 @@ TOPIC_TABLE_VIEW = "org.apache.pulsar.broker.loadbalance.extensions.channel.Serv
 METADATA_TABLE_VIEW = (
     "org.apache.pulsar.broker.loadbalance.extensions.channel.ServiceUnitStateMetadataStoreTableViewImpl"
 )
+# The same figures as Prometheus gauges (percent), generated afresh at each scrape of /metrics/:
+# what loadmgr uses for a broker until its first BrokerLoadData arrives on the topic.
+_GAUGES = {
+    "pulsar_lb_cpu_usage": "cpu",
+    "pulsar_lb_memory_usage": "memory",
+    "pulsar_lb_directMemory_usage": "direct_memory",
+    "pulsar_lb_bandwidth_in_usage": "bandwidth_in",
+    "pulsar_lb_bandwidth_out_usage": "bandwidth_out",
+}
 _RESOURCES = {
     "cpu": "cpu",
     "memory": "memory",
@@ -114,6 +123,24 @@ def parse_broker_load(raw: bytes) -> dict[str, ResourceUsage] | None:
             return None
         out[ours] = usage
     return out
+
+
+def parse_lb_gauges(text: str) -> dict[str, ResourceUsage] | None:
+    """``pulsar_lb_*_usage`` gauges (percent) of a broker's /metrics/ -> resource fields; None
+    unless all five are there and finite."""
+    out: dict[str, ResourceUsage] = {}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name not in _GAUGES:
+            continue
+        try:
+            value = float(line.rsplit(" ", 1)[1])
+        except (ValueError, IndexError):
+            return None
+        if not 0 <= value < 1e300:
+            return None
+        out[_GAUGES[name]] = ResourceUsage(usage=value, limit=100.0)
+    return out if len(out) == len(_GAUGES) else None
 
 
 def read_metadata_channel(store: Any, root: str = METADATA_CHANNEL_ROOT) -> dict[str, bytes]:
@@ -350,7 +377,10 @@ class ExtensibleReads:
                 log.info("topic stats of %s unreadable: %s", broker, e)
                 continue
             stats = sum_topics_per_bundle(doc) if isinstance(doc, dict) else {}
+            usage = None if broker in self._usage else self._first_usage(broker, url)
             with self._lock:
+                if usage is not None and broker not in self._usage:
+                    self._usage[broker] = usage
                 self._stats[broker] = stats
                 self._stats_read.add(broker)
                 self._rebuild()
@@ -364,6 +394,17 @@ class ExtensibleReads:
                 became_ready = True
         if became_ready and self._on_ready is not None:
             self._on_ready()
+
+    def _first_usage(self, broker: str, url: str) -> dict[str, ResourceUsage] | None:
+        """Host usage from the broker's gauges, until its first report on the load-data topic (a
+        non-persistent topic: an idle broker's next one may be loadBalancerReportUpdateMaxIntervalMinutes
+        away, 15 by default)."""
+        try:
+            text = self.admin.request("GET", "/metrics/", base=url.rstrip("/")).text
+        except ExecutorError as e:
+            log.info("metrics of %s unreadable: %s", broker, e)
+            return None
+        return parse_lb_gauges(text)
 
     def _rebuild(self) -> None:
         """Each broker's LocalBrokerData again (the caller holds the lock); ``lastUpdate`` moves only

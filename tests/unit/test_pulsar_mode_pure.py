@@ -19,6 +19,7 @@ from service.pulsar.extensible import (
     TOPIC_TABLE_VIEW,
     owners_of,
     parse_broker_load,
+    parse_lb_gauges,
     parse_unit_state,
 )
 from service.pulsar.runtime import POM, pulsar_version
@@ -235,3 +236,19 @@ def test_the_least_move_planner_is_refused_by_name_where_scipy_is_missing(
     assert [k for k, _ in bad] == ["loadBalancerBalancedShedderPlanner"]
     monkeypatch.setattr(importlib.util, "find_spec", real)
     assert make_strategies(on)[0].name == "BalancedShedder"
+
+
+def test_extensible_lb_gauges_stand_in_until_the_first_load_report() -> None:
+    text = "\n".join(
+        [
+            "# TYPE pulsar_lb_cpu_usage gauge",
+            'pulsar_lb_cpu_usage{cluster="c",broker="b"} 12.5',
+            'pulsar_lb_memory_usage{cluster="c",broker="b"} 40.0',
+            'pulsar_lb_directMemory_usage{cluster="c",broker="b"} 6.25',
+            'pulsar_lb_bandwidth_in_usage{cluster="c",broker="b"} 0.5',
+        ]
+    )
+    assert parse_lb_gauges(text) is None  # bandwidth out missing
+    full = parse_lb_gauges(text + '\npulsar_lb_bandwidth_out_usage{cluster="c",broker="b"} 1.0')
+    assert full is not None and full["cpu"].usage == 12.5 and full["cpu"].limit == 100.0
+    assert parse_lb_gauges(text + "\npulsar_lb_bandwidth_out_usage NaN") is None
