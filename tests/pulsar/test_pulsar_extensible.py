@@ -157,6 +157,13 @@ def test_extensible_beside_the_brokers_own_shedding_in_dry_run(
         # registry, channel and topic stats.
         brokers = {b["broker"] for b in s.http.get("/brokers").json()}
         assert brokers == {b.broker_id for b in extensible_cluster.brokers}
+        # Every broker's host usage is known (a JVM's heap is never empty), from its load data or,
+        # before its first report on the non-persistent topic, its pulsar_lb_* gauges.
+        wait_for(
+            lambda: all(b["usagePercent"]["memory"] > 0 for b in s.http.get("/brokers").json()),
+            30,
+            "every broker's memory usage",
+        )
     finally:
         admin.delete_dynamic_config("loadBalancerSheddingEnabled")
 
