@@ -249,4 +249,5 @@ def _scale_timeouts(items: list[pytest.Item]) -> None:
         mark = item.get_closest_marker("timeout")
         seconds = float(mark.args[0]) if mark is not None and mark.args else base
         if seconds > 0:
-            item.add_marker(pytest.mark.timeout(seconds * factor), append=False)  # the closest wins
+            kwargs = dict(mark.kwargs) if mark is not None else {}  # func_only, method stay
+            item.add_marker(pytest.mark.timeout(seconds * factor, **kwargs), append=False)  # closest wins

@@ -12,12 +12,12 @@ measured locally.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Collection
 
 import httpx
 
 from balancer.models import LocalBrokerData, NamespaceBundleStats, SystemResourceUsage
+from balancer.topic_stats import sum_topics_per_bundle
 from service.errors import ExecutorError
 from service.json_bounds import MAX_HTTP_BYTES, JsonRefused, loads
 
@@ -25,53 +25,6 @@ log = logging.getLogger(__name__)
 
 TOPICS_STATS_PATH = "/admin/v2/broker-stats/topics"
 LOAD_REPORT_PATH = "/admin/v2/broker-stats/load-report"
-
-
-def _num(d: Mapping[str, Any], key: str) -> float:
-    v = d.get(key)
-    return float(v) if isinstance(v, int | float) else 0.0
-
-
-def _count(d: Mapping[str, Any], count_key: str, list_key: str) -> int:
-    v = d.get(count_key)
-    if isinstance(v, int):
-        return v
-    items = d.get(list_key)
-    return len(items) if isinstance(items, list | dict) else 0
-
-
-def _consumers(topic: Mapping[str, Any]) -> int:
-    subs = topic.get("subscriptions")
-    if isinstance(subs, dict):
-        return sum(_count(s, "consumerCount", "consumers") for s in subs.values() if isinstance(s, dict))
-    return _count(topic, "consumerCount", "consumers")
-
-
-def sum_topics_per_bundle(doc: Mapping[str, Any]) -> dict[str, NamespaceBundleStats]:
-    """Fold the broker-stats/topics document into ``bundle name -> stats``; odd members are skipped."""
-    out: dict[str, NamespaceBundleStats] = {}
-    for ns, bundles in doc.items():
-        if not isinstance(bundles, dict):
-            continue
-        for rng, domains in bundles.items():
-            if not isinstance(domains, dict):
-                continue
-            s = NamespaceBundleStats()
-            for topics in domains.values():
-                if not isinstance(topics, dict):
-                    continue
-                for topic in topics.values():
-                    if not isinstance(topic, dict):
-                        continue
-                    s.msg_rate_in += _num(topic, "msgRateIn")
-                    s.msg_rate_out += _num(topic, "msgRateOut")
-                    s.msg_throughput_in += _num(topic, "msgThroughputIn")
-                    s.msg_throughput_out += _num(topic, "msgThroughputOut")
-                    s.producer_count += _count(topic, "producerCount", "publishers")
-                    s.consumer_count += _consumers(topic)
-                    s.topics += 1
-            out[f"{ns}/{rng}"] = s
-    return out
 
 
 class PulsarBrokerSource:

@@ -51,6 +51,11 @@ from service.zookeeper.session.validate import BadNode, decode
 
 log = logging.getLogger(__name__)
 
+# brokers and owners as read from ZooKeeper -> as the brokers' kind completes them.
+Overlay = Callable[
+    [dict[str, LocalBrokerData], dict[str, Owner]], tuple[dict[str, LocalBrokerData], dict[str, Owner]]
+]
+
 
 @dataclass
 class Snapshot:
@@ -177,6 +182,9 @@ class LoadView:
         self.cordoned: frozenset[str] = frozenset()
         self.cache: ClusterCache | None = None
         self._cache_lock = threading.Lock()
+        # Pulsar mode: the brokers' kind completes what ZooKeeper holds of their load and ownership
+        # (service.pulsar.broker_kind); None: ZooKeeper's nodes are the whole picture.
+        self.overlay: Overlay | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -216,7 +224,13 @@ class LoadView:
         cache = self.cache_for(store)
         with cache.lock:
             cache.sync()
-            return _snapshot_of(cache, now_ms, bundle_data, self.cluster)
+            snap = _snapshot_of(cache, now_ms, bundle_data, self.cluster)
+        if self.overlay is not None:
+            owners = snap.owners
+            snap.brokers, snap.owners = self.overlay(snap.brokers, snap.owners)
+            if snap.owners is not owners:  # ownership read elsewhere than ZooKeeper's nodes
+                snap.owner_versions = {b: o.version for b, o in snap.owners.items()}
+        return snap
 
     def wrote_assignment(self, bundle: str, doc: bytes | None, version: int) -> None:
         """Our own assignment write of ``doc`` (None: deleted), so the cache does not read it back."""
@@ -246,6 +260,7 @@ class LoadView:
         # a second cache would re-read the whole cluster and set its watches again for one dry run.
         copy.cache = self.cache
         copy._cache_lock = self._cache_lock
+        copy.overlay = self.overlay
         copy.load = self.load.model_copy(deep=True)
         copy.ctx = deepcopy(self.ctx)
         copy.cordoned = self.cordoned

@@ -12,11 +12,16 @@ changes. While any broker sheds or auto-splits by itself, loadmgr acts on nothin
 manual — and says so: one log line per change, a ``/readyz`` reason, ``loadmgr_pulsar_acting`` 0.
 With ``pulsar_beside_brokers`` it stays ready and keeps deciding in dry-run (``GET /dry-run``,
 decisions and metrics) without unloading or splitting.
+
+The same check learns which load manager the brokers run (Modular or Extensible); what differs
+between the two — where their load and ownership are read — is :mod:`service.pulsar.broker_kind`'s,
+handed to the load view as its overlay. Until the kind's reads are complete, loadmgr does not act.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -26,10 +31,13 @@ from balancer.bundles import NamespaceBundles, topic_namespace
 from balancer.errors import PreconditionFailed, UnknownBundle
 from service.errors import AdminRequired, ExecutorError, ServiceError
 from service.pulsar.admin import PulsarAdmin, PulsarAdminExecutor, PulsarTls
+from service.pulsar.broker_kind import BrokerKinds
 from service.pulsar.broker_settings import Verdict, check
+from service.pulsar.extensible import read_metadata_channel
 from service.zookeeper import paths as P
 
 if TYPE_CHECKING:
+    from service.leader.load_view import LoadView
     from service.leader.metrics_sink import MetricsSink
     from service.settings import Settings
     from service.zookeeper.metadata.store import ZkStore
@@ -58,6 +66,29 @@ def pulsar_admin(settings: Settings) -> PulsarAdmin:
     return PulsarAdmin(settings.pulsar_admin_url, token=settings.pulsar_token(), tls=tls)
 
 
+def pulsar_client_factory(settings: Settings) -> Any:
+    """``service_url -> pulsar.Client`` with the admin client's token and TLS trust (the Extensible
+    brokers' system topics are read with Pulsar's own client)."""
+
+    def make(service_url: str) -> Any:
+        import pulsar
+
+        token = settings.pulsar_token()
+        client_log = logging.getLogger("pulsar.client")
+        if client_log.level == logging.NOTSET:  # its INFO lines (every lookup, every connection) drown ours
+            client_log.setLevel(logging.WARNING)
+        kw: dict[str, Any] = {"logger": client_log, "operation_timeout_seconds": 10}
+        if token:
+            kw["authentication"] = pulsar.AuthenticationToken(token)
+        if settings.pulsar_tls_trust_certs:
+            kw["tls_trust_certs_file_path"] = str(settings.pulsar_tls_trust_certs)
+        if settings.pulsar_tls_allow_insecure:
+            kw["tls_allow_insecure_connection"] = True
+        return pulsar.Client(service_url, **kw)
+
+    return make
+
+
 def broker_web_url(admin: PulsarAdmin, broker: str, data: Any) -> str | None:
     """Where to ask ``broker`` for its settings: its report's web URL (TLS one when the admin
     client speaks HTTPS), else ``http://<brokerId>``."""
@@ -77,6 +108,7 @@ class PulsarMode:
         store: ZkStore
         config_store: ZkStore | None
         metrics: MetricsSink
+        _loadview: LoadView
 
         _last_cycle_ok: float | None
 
@@ -86,6 +118,7 @@ class PulsarMode:
 
     pulsar_mode: bool = False
     pulsar_admin: PulsarAdmin | None = None
+    pulsar_kinds: BrokerKinds | None = None
     _verdict: Verdict | None = None
 
     def _init_pulsar(self, settings: Settings) -> PulsarAdminExecutor | None:
@@ -98,6 +131,12 @@ class PulsarMode:
         if not self.pulsar_mode:
             return None
         self.pulsar_admin = pulsar_admin(settings)
+        self.pulsar_kinds = BrokerKinds(
+            self.pulsar_admin,
+            pulsar_client_factory(settings),
+            lambda root: read_metadata_channel(self.store, root),
+            on_ready=self._pulsar_wake.set,  # check again at once: loadmgr may act now
+        )
         return PulsarAdminExecutor(self.pulsar_admin)
 
     @property
@@ -107,6 +146,8 @@ class PulsarMode:
     def _start_pulsar(self) -> None:
         if not self.pulsar_mode:
             return
+        if self.pulsar_kinds is not None:
+            self._loadview.overlay = self.pulsar_kinds.view
         self._watch_brokers()
         self._pulsar_thread = threading.Thread(target=self._pulsar_loop, name="pulsar-settings", daemon=True)
         self._pulsar_thread.start()
@@ -138,6 +179,8 @@ class PulsarMode:
         self._pulsar_wake.set()
         if self._pulsar_thread is not None:
             self._pulsar_thread.join(timeout=5)
+        if self.pulsar_kinds is not None:
+            self.pulsar_kinds.close()
         if self.pulsar_admin is not None:
             self.pulsar_admin.close()
 
@@ -166,6 +209,12 @@ class PulsarMode:
         )
         admin = self.pulsar_admin
         verdict = check(brokers, admin, dynamic, lambda b, d: broker_web_url(admin, b, d))
+        if verdict.kind is not None and self.pulsar_kinds is not None:
+            kind = self.pulsar_kinds.use(verdict.kind, verdict.table_view)
+            kind.view(brokers, {})  # the registry the kind's own reads start from (a follower's too)
+            waiting = kind.waiting()
+            if waiting is not None:
+                verdict = dataclasses.replace(verdict, waiting=(waiting,))
         self._verdict = verdict
         reason = None if verdict.clear else verdict.reason()
         if reason != self._last_reason:
@@ -245,9 +294,11 @@ class PulsarMode:
         return None if got is None else got.value
 
     def _pulsar_may_run(self, name: str) -> bool:
-        """Pulsar mode: Pulsar's leader broker writes bundle data; shedding and splits wait until
-        the brokers' own are known to be off (dry-run beside them publishes the view only)."""
-        if name == "bundle-data":
+        """Pulsar mode: Modular's leader broker writes bundle data (Extensible brokers keep none:
+        loadmgr writes it then); shedding and splits wait until the brokers' own are known to be
+        off (dry-run beside them publishes the view only)."""
+        kinds = self.pulsar_kinds
+        if name == "bundle-data" and (kinds is None or not kinds.current.writes_bundle_data):
             return False
         if self.pulsar_acting():
             return True

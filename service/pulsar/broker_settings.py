@@ -7,9 +7,13 @@ runs in dry-run beside them when ``pulsar_beside_brokers`` is set). What counts 
 value: a dynamic override in ``/admin/configuration`` (``pulsar-admin brokers update-dynamic-config``)
 wins over the broker's runtime value, and ``loadBalancerEnabled=false`` turns both off.
 
-loadmgr reads ``ModularLoadManagerImpl``'s reports under ``/loadbalance/brokers``; a broker running
-``ExtensibleLoadManagerImpl`` writes none there and moves bundles through its own channel, so it is a
-conflict too. :func:`evaluate` is pure; :func:`check` does the reads.
+loadmgr drives brokers that all run ``ModularLoadManagerImpl`` or all run ``ExtensibleLoadManagerImpl``
+(:mod:`service.pulsar.broker_kind`); a mix, or another load manager, is a conflict. Extensible brokers
+shed (UnloadScheduler) and split (SplitScheduler) under the same two keys; on them loadmgr also needs
+``loadBalancerMultiPhaseBundleUnload`` (default true): without it a transfer closes the bundle and
+every client looks it up again, as an unload does. All of them must read ownership the same way
+(``loadManagerServiceUnitStateTableViewClassName``: the channel topic, or the metadata store).
+:func:`evaluate` is pure; :func:`check` does the reads.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from typing import Any
 
 from service.errors import ExecutorError, ServiceError
 from service.pulsar.admin import PulsarAdmin
+from service.pulsar.broker_kind import EXTENSIBLE as EXTENSIBLE_KIND
+from service.pulsar.broker_kind import MODULAR as MODULAR_KIND
+from service.pulsar.extensible import METADATA_TABLE_VIEW, TOPIC_TABLE_VIEW
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +37,17 @@ SHEDDING = "loadBalancerSheddingEnabled"
 AUTO_SPLIT = "loadBalancerAutoBundleSplitEnabled"
 ENABLED = "loadBalancerEnabled"
 MANAGER = "loadManagerClassName"
+MULTI_PHASE = "loadBalancerMultiPhaseBundleUnload"
+TABLE_VIEW = "loadManagerServiceUnitStateTableViewClassName"
 # Pulsar's defaults for the keys, should a broker's runtime answer lack one.
-DEFAULTS = {ENABLED: "true", SHEDDING: "true", AUTO_SPLIT: "true", MANAGER: MODULAR}
+DEFAULTS = {
+    ENABLED: "true",
+    SHEDDING: "true",
+    AUTO_SPLIT: "true",
+    MANAGER: MODULAR,
+    MULTI_PHASE: "true",
+    TABLE_VIEW: TOPIC_TABLE_VIEW,
+}
 
 
 @dataclass(frozen=True)
@@ -43,26 +59,46 @@ class Verdict:
     unreachable: tuple[str, ...] = ()
     brokers: tuple[str, ...] = ()
     dynamic: Mapping[str, str] = field(default_factory=dict)
+    kind: str | None = None  # broker_kind.MODULAR or EXTENSIBLE when every broker read runs it
+    table_view: str = TOPIC_TABLE_VIEW  # where Extensible brokers keep ownership
+    waiting: tuple[str, ...] = ()  # what loadmgr has not read yet of these brokers (their kind's)
 
     @property
     def clear(self) -> bool:
         """loadmgr may act: every broker read, none in conflict (and at least one broker)."""
-        return bool(self.brokers) and not self.conflicts and not self.unreachable
+        return bool(self.brokers) and not self.conflicts and not self.unreachable and not self.waiting
 
     def reason(self) -> str:
         if not self.brokers:
             return "no Pulsar broker is registered under /loadbalance/brokers"
         parts = list(self.conflicts) + [f"{b}: settings unreadable" for b in self.unreachable]
-        return "; ".join(parts)
+        return "; ".join(parts + list(self.waiting))
 
 
 def _true(value: str | None) -> bool:
     return str(value).strip().lower() == "true"
 
 
+def kind_of(manager: str) -> str | None:
+    if "ExtensibleLoadManagerImpl" in manager:
+        return EXTENSIBLE_KIND
+    if "ModularLoadManagerImpl" in manager:
+        return MODULAR_KIND
+    return None
+
+
 def evaluate(runtime: Mapping[str, Mapping[str, str]], dynamic: Mapping[str, str]) -> list[str]:
     """Conflicting settings of brokers -> effective runtime config, under the dynamic overrides."""
+    return evaluate_kind(runtime, dynamic)[0]
+
+
+def evaluate_kind(
+    runtime: Mapping[str, Mapping[str, str]], dynamic: Mapping[str, str]
+) -> tuple[list[str], str | None, str]:
+    """The conflicts, the brokers' kind (None: none or mixed) and their ownership table view."""
     found: list[str] = []
+    kinds: dict[str, list[str]] = {}
+    views: set[str] = set()
     for broker, conf in sorted(runtime.items()):
 
         def effective(key: str, conf: Mapping[str, str] = conf) -> tuple[str, str]:
@@ -71,9 +107,25 @@ def evaluate(runtime: Mapping[str, Mapping[str, str]], dynamic: Mapping[str, str
             return conf.get(key, DEFAULTS[key]), ""
 
         manager, _ = effective(MANAGER)
-        if EXTENSIBLE in manager:
-            found.append(f"{broker}: {MANAGER}={manager} (loadmgr drives ModularLoadManagerImpl brokers)")
+        kind = kind_of(manager)
+        if kind is None:
+            found.append(
+                f"{broker}: {MANAGER}={manager} (loadmgr drives ModularLoadManagerImpl or "
+                "ExtensibleLoadManagerImpl brokers)"
+            )
             continue
+        kinds.setdefault(kind, []).append(broker)
+        if kind == EXTENSIBLE_KIND:
+            view, where = effective(TABLE_VIEW)
+            views.add(view)
+            if view not in (TOPIC_TABLE_VIEW, METADATA_TABLE_VIEW):
+                found.append(f"{broker}: {TABLE_VIEW}={view}{where} (loadmgr reads Pulsar's two table views)")
+            multi, where = effective(MULTI_PHASE)
+            if not _true(multi):
+                found.append(
+                    f"{broker}: {MULTI_PHASE}={multi}{where} (loadmgr moves Extensible bundles as "
+                    "transfers: without it every client looks the bundle up again)"
+                )
         enabled, _ = effective(ENABLED)
         if not _true(enabled):
             continue
@@ -81,7 +133,16 @@ def evaluate(runtime: Mapping[str, Mapping[str, str]], dynamic: Mapping[str, str
             value, where = effective(key)
             if _true(value):
                 found.append(f"{broker}: {key}=true{where}")
-    return found
+    if len(kinds) > 1:
+        found.append(
+            "brokers run different load managers ("
+            + "; ".join(f"{k}: {', '.join(bs)}" for k, bs in sorted(kinds.items()))
+            + "): loadmgr drives one kind at a time"
+        )
+    if len(views) > 1:
+        found.append(f"Extensible brokers disagree on {TABLE_VIEW} ({', '.join(sorted(views))})")
+    kind = next(iter(kinds)) if len(kinds) == 1 else None
+    return found, kind, next(iter(views)) if len(views) == 1 else TOPIC_TABLE_VIEW
 
 
 def check(
@@ -104,9 +165,12 @@ def check(
         except (ExecutorError, ServiceError) as e:
             log.info("broker settings of %s unreadable: %s", broker, e)
             unreachable.append(broker)
+    conflicts, kind, table_view = evaluate_kind(runtime, dynamic)
     return Verdict(
-        conflicts=tuple(evaluate(runtime, dynamic)),
+        conflicts=tuple(conflicts),
         unreachable=tuple(unreachable),
         brokers=tuple(sorted(brokers)),
         dynamic=dict(dynamic),
+        kind=kind,
+        table_view=table_view,
     )

@@ -104,9 +104,7 @@ def test_drain_one_of_three_brokers(cluster: Cluster) -> None:
     assert not checker.violations, checker.violations
     # Each drain move went through the move queue: followed until served at its destination (the
     # disruption budget counted it meanwhile; /decisions shows its state).
-    wait_for(
-        lambda: all(d.state == "served" for d in _drain_moves(svc)), 15, what="every drain move served"
-    )
+    wait_for(lambda: all(d.state == "served" for d in _drain_moves(svc)), 15, what="every drain move served")
     assert svc.jobs.moves_served >= len(before)
     # A drained broker keeps nothing: a bundle put back on it behind loadmgr's back (Pulsar's lookup
     # in Pulsar mode; a hand-written assignment here) is moved off by the sweep.

@@ -1,16 +1,23 @@
 """The real-broker tier: a 3-broker Apache Pulsar cluster (the pinned release, ``make pulsar``), real
 ``pulsar-client`` producers and ``loadmgr serve --mode pulsar`` processes.
 
-One cluster serves the whole module (starting it takes ~20-40 s here). Missing jars skip the tier
+One cluster serves each module (starting it takes ~20-40 s here): ``pulsar_cluster`` runs
+ModularLoadManagerImpl, ``extensible_cluster`` ExtensibleLoadManagerImpl. ``make test`` hands the two
+modules to two xdist workers; each cluster holds a machine-wide file lock for its lifetime, so the
+two never run brokers at once on a 2-core machine (the modules' timeouts count test bodies only:
+``func_only``, so the wait for the other tier's cluster is not charged to a test). Missing jars skip the tier
 on a developer's machine with the command that fetches them; under CI (``CI`` set) they fail it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -47,8 +54,18 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: flo
     raise AssertionError(f"timed out after {budget:.0f} s waiting for {what} (last: {last!r})")
 
 
-@pytest.fixture(scope="package")
-def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarCluster]:
+@contextlib.contextmanager
+def _one_cluster_at_a_time() -> Iterator[None]:
+    path = Path(tempfile.gettempdir()) / "loadmgr-pulsar-tier.lock"
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _needs_pulsar() -> None:
     try:
         find_pulsar_lib()
     except PulsarLaunchError as e:
@@ -59,6 +76,11 @@ def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarC
         import pulsar  # noqa: F401
     except ImportError as e:
         pytest.fail(f"pulsar-client is not installed ({e}); `make setup` installs it")
+
+
+@pytest.fixture(scope="module")
+def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarCluster]:
+    _needs_pulsar()
     from service.pulsar.netns import netns_unavailable
     from service.pulsar.processes import cgroups_writable
 
@@ -75,9 +97,33 @@ def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarC
         start_timeout_s=scaled(180),
         own_hosts=no_netns is None,
     )
-    cluster.start()
-    yield cluster
-    cluster.stop()
+    with _one_cluster_at_a_time():
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def extensible_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PulsarCluster]:
+    """3 brokers running ExtensibleLoadManagerImpl (their shedding and auto-split off, transfers on
+    as by default), on loopback without CPU quotas: this tier's second cluster stays cheap."""
+    _needs_pulsar()
+    from service.commands.pulsar_cluster import LOAD_MANAGERS
+
+    cluster = PulsarCluster(
+        brokers_count=3,
+        base_dir=tmp_path_factory.mktemp("pulsar-extensible"),
+        start_timeout_s=scaled(180),
+        broker_settings={"loadManagerClassName": LOAD_MANAGERS["extensible"]},
+    )
+    with _one_cluster_at_a_time():
+        cluster.start()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
 
 
 class Serve:
@@ -119,8 +165,7 @@ class Serve:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 
 
-@pytest.fixture
-def serve(pulsar_cluster: PulsarCluster, tmp_path: Path) -> Iterator[Callable[..., Serve]]:
+def _serve_factory(cluster: PulsarCluster, tmp_path: Path) -> Callable[..., Serve]:
     started: list[Serve] = []
 
     def start(extra_env: dict[str, str] | None = None, wait_ready: bool = True) -> Serve:
@@ -129,8 +174,8 @@ def serve(pulsar_cluster: PulsarCluster, tmp_path: Path) -> Iterator[Callable[..
         env = {
             **os.environ,
             "LOADMGR_MODE": "pulsar",
-            "LOADMGR_ZK_HOSTS": str(pulsar_cluster.zk_hosts),
-            "LOADMGR_PULSAR_ADMIN_URL": ",".join(pulsar_cluster.web_urls),
+            "LOADMGR_ZK_HOSTS": str(cluster.zk_hosts),
+            "LOADMGR_PULSAR_ADMIN_URL": ",".join(cluster.web_urls),
             "LOADMGR_HTTP_PORT": str(port),
             "LOADMGR_HISTORY_ENABLED": "false",
             "LOADMGR_ZK_SESSION_TIMEOUT_S": "6",
@@ -153,8 +198,23 @@ def serve(pulsar_cluster: PulsarCluster, tmp_path: Path) -> Iterator[Callable[..
         return s
 
     start.started = started  # type: ignore[attr-defined] # read by the report hook below
+    return start
+
+
+@pytest.fixture
+def serve(pulsar_cluster: PulsarCluster, tmp_path: Path) -> Iterator[Callable[..., Serve]]:
+    start = _serve_factory(pulsar_cluster, tmp_path)
     yield start
-    for s in started:
+    for s in start.started:  # type: ignore[attr-defined]
+        s.stop()
+
+
+@pytest.fixture
+def serve_ext(extensible_cluster: PulsarCluster, tmp_path: Path) -> Iterator[Callable[..., Serve]]:
+    """``serve`` beside the Extensible cluster."""
+    start = _serve_factory(extensible_cluster, tmp_path)
+    yield start
+    for s in start.started:  # type: ignore[attr-defined]
         s.stop()
 
 
@@ -168,7 +228,8 @@ def pytest_runtest_makereport(
     report = outcome.get_result()
     if report.when != "call" or not report.failed:
         return
-    start = getattr(item, "funcargs", {}).get("serve")
+    funcargs = getattr(item, "funcargs", {})
+    start = funcargs.get("serve") or funcargs.get("serve_ext")
     for s in getattr(start, "started", []):
         try:
             decided = "\n".join(

@@ -4,6 +4,7 @@ admin URL list, the launcher's argument checks and the pinned release."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -12,9 +13,18 @@ from balancer.errors import ConfigError
 from service.commands.pulsar_cluster import broker_settings, parse_cpus
 from service.leader.dynamic_config import decode_values, effective, make_strategies
 from service.pulsar.admin import PulsarAdmin, parse_urls
-from service.pulsar.broker_settings import MODULAR, Verdict, evaluate
+from service.pulsar.broker_settings import MODULAR, Verdict, evaluate, evaluate_kind
+from service.pulsar.extensible import (
+    METADATA_TABLE_VIEW,
+    TOPIC_TABLE_VIEW,
+    owners_of,
+    parse_broker_load,
+    parse_lb_gauges,
+    parse_unit_state,
+)
 from service.pulsar.runtime import POM, pulsar_version
 from service.zookeeper import paths as P
+from service.zookeeper.metadata.records import Owner
 
 OFF = {
     "loadBalancerSheddingEnabled": "false",
@@ -45,14 +55,51 @@ def test_a_dynamic_override_wins_over_the_runtime_value_both_ways() -> None:
     assert evaluate({"b1:8080": on}, {"loadBalancerAutoBundleSplitEnabled": "false"}) == []
 
 
-def test_load_balancer_disabled_turns_both_off_and_extensible_is_a_conflict() -> None:
+EXT = {
+    **OFF,
+    "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
+}
+
+
+def test_load_balancer_disabled_turns_both_off() -> None:
     assert evaluate({"b1:8080": {"loadBalancerEnabled": "false"}}, {}) == []
-    ext = {
-        **OFF,
-        "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.extensions.ExtensibleLoadManagerImpl",
-    }
-    (line,) = evaluate({"b1:8080": ext}, {})
-    assert "ExtensibleLoadManagerImpl" in line
+
+
+def test_extensible_brokers_are_driven_with_transfers_on_and_a_mix_of_kinds_is_refused() -> None:
+    assert evaluate_kind({"b1:8080": EXT, "b2:8080": EXT}, {}) == ([], "extensible", TOPIC_TABLE_VIEW)
+    # Their own shedding and auto-split are the same two keys.
+    (line,) = evaluate({"b1:8080": {**EXT, "loadBalancerSheddingEnabled": "true"}}, {})
+    assert line == "b1:8080: loadBalancerSheddingEnabled=true"
+    # Transfers off: every move would cost every client a lookup again.
+    (line,) = evaluate({"b1:8080": EXT}, {"loadBalancerMultiPhaseBundleUnload": "false"})
+    assert line.startswith("b1:8080: loadBalancerMultiPhaseBundleUnload=false (dynamic")
+    conflicts, kind, _ = evaluate_kind({"b1:8080": EXT, "b2:8080": OFF}, {})
+    assert kind is None and conflicts and "different load managers" in conflicts[-1]
+    (line,) = evaluate({"b1:8080": {**OFF, "loadManagerClassName": "x.SimpleLoadManagerImpl"}}, {})
+    assert "SimpleLoadManagerImpl" in line
+    meta = {**EXT, "loadManagerServiceUnitStateTableViewClassName": METADATA_TABLE_VIEW}
+    assert evaluate_kind({"b1:8080": meta}, {})[2] == METADATA_TABLE_VIEW
+    assert "disagree" in evaluate_kind({"b1:8080": meta, "b2:8080": EXT}, {})[0][-1]
+
+
+def test_extensible_channel_entries_and_load_data_parse_and_bad_ones_are_dropped() -> None:
+    owned = parse_unit_state(
+        b'{"state":"Owned","dstBroker":"b2:8080","sourceBroker":"b1:8080","versionId":5}'
+    )
+    assert owned is not None and owned.owner() == "b2:8080" and owned.version == 5
+    moving = parse_unit_state(b'{"state":"Releasing","dstBroker":"b2:8080","sourceBroker":"b1:8080"}')
+    assert moving is not None and moving.owner() is None
+    splitting = parse_unit_state(b'{"state":"Splitting","sourceBroker":"b1:8080"}')
+    assert splitting is not None and splitting.owner() == "b1:8080"
+    for bad in (b"", b"[]", b"{", b'{"state":3}'):
+        assert parse_unit_state(bad) is None
+    assert owners_of({"ns/x": owned, "ns/y": moving}) == {"ns/x": Owner("b2:8080", 0, 5)}
+    doc = {k: {"usage": 1.0, "limit": 2.0} for k in ("cpu", "memory", "directMemory", "bandwidthIn")}
+    assert parse_broker_load(json.dumps(doc).encode()) is None  # bandwidthOut missing
+    doc["bandwidthOut"] = {"usage": 3.0, "limit": 4.0}
+    usage = parse_broker_load(json.dumps(doc).encode())
+    assert usage is not None and usage["bandwidth_out"].usage == 3.0 and usage["direct_memory"].limit == 2.0
+    assert parse_broker_load(json.dumps({**doc, "cpu": {"usage": -1}}).encode()) is None
 
 
 def test_a_verdict_is_clear_only_with_brokers_all_read_and_none_in_conflict() -> None:
@@ -199,3 +246,19 @@ def test_the_least_move_planner_is_refused_by_name_where_scipy_is_missing(
     assert [k for k, _ in bad] == ["loadBalancerBalancedShedderPlanner"]
     monkeypatch.setattr(importlib.util, "find_spec", real)
     assert make_strategies(on)[0].name == "BalancedShedder"
+
+
+def test_extensible_lb_gauges_stand_in_until_the_first_load_report() -> None:
+    text = "\n".join(
+        [
+            "# TYPE pulsar_lb_cpu_usage gauge",
+            'pulsar_lb_cpu_usage{cluster="c",broker="b"} 12.5',
+            'pulsar_lb_memory_usage{cluster="c",broker="b"} 40.0',
+            'pulsar_lb_directMemory_usage{cluster="c",broker="b"} 6.25',
+            'pulsar_lb_bandwidth_in_usage{cluster="c",broker="b"} 0.5',
+        ]
+    )
+    assert parse_lb_gauges(text) is None  # bandwidth out missing
+    full = parse_lb_gauges(text + '\npulsar_lb_bandwidth_out_usage{cluster="c",broker="b"} 1.0')
+    assert full is not None and full["cpu"].usage == 12.5 and full["cpu"].limit == 100.0
+    assert parse_lb_gauges(text + "\npulsar_lb_bandwidth_out_usage NaN") is None

@@ -1,0 +1,343 @@
+"""loadmgr in Pulsar mode on a real 3-broker cluster running ExtensibleLoadManagerImpl (PIP-192).
+
+Judged from Pulsar: where bundles are comes from each broker's ``ownedNamespaces`` (no lookup, so the
+brokers' lookup counters stay the clients' own), traffic from each broker's ``broker-stats/topics``
+(these brokers serve no ``load-report``); real producers count failed sends and publish gaps, and a
+consumer per topic, subscribed before the first message, must receive every acknowledged message.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pytest
+
+from balancer.topic_stats import sum_topics_per_bundle
+from service.pulsar.admin import PulsarAdmin
+from service.pulsar.cluster import PulsarCluster
+from service.pulsar.workload import Workload, topics_for_bundles
+from tests.pulsar.conftest import Serve, wait_for
+
+pytestmark = pytest.mark.timeout(600, func_only=True)  # see conftest: the wait for the other tier's cluster
+
+RATE = 60.0  # messages/s per topic
+
+
+class Consumers:
+    """One subscription per topic from its first message; counts what each received (and acks it)."""
+
+    def __init__(self, service_url: str, topics: Iterable[str]) -> None:
+        import pulsar
+
+        self.counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._client = pulsar.Client(service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+        for t in topics:
+            self.counts[t] = 0
+            self._client.subscribe(
+                t,
+                "loadmgr-no-loss",
+                initial_position=pulsar.InitialPosition.Earliest,
+                message_listener=self._listener(t),
+            )
+
+    def _listener(self, topic: str) -> Callable[[Any, Any], None]:
+        def on_message(consumer: Any, msg: Any) -> None:
+            with self._lock:
+                self.counts[topic] += 1
+            consumer.acknowledge(msg)
+
+        return on_message
+
+    def missing(self, work: Workload) -> dict[str, int]:
+        """Topic -> acknowledged sends not (yet) received."""
+        with self._lock:
+            got = dict(self.counts)
+        return {t: n - got[t] for t, rec in work.records.items() if (n := len(rec.sent_at)) > got.get(t, 0)}
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def skewed_namespace(
+    admin: PulsarAdmin, cluster: PulsarCluster, ns: str, bundles: int
+) -> tuple[dict[str, str], str]:
+    """``ns`` with two topics in each of its bundles, all transferred to the first broker (a
+    transfer to the bundle's own owner is refused by Pulsar: those stay)."""
+    admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": bundles}})
+    ranges = admin.bundles(ns)
+    topics = topics_for_bundles(ns, ranges, 2)
+    target = cluster.brokers[0].broker_id
+    for topic in topics:
+        admin.lookup(topic)
+    for r in ranges:
+        if owner_of(admin, cluster, f"{ns}/{r}") != target:
+            admin.unload(f"{ns}/{r}", target)
+    wait_for(
+        lambda: all(owner_of(admin, cluster, f"{ns}/{r}") == target for r in ranges),
+        60,
+        f"every bundle of {ns} on {target}",
+    )
+    return topics, target
+
+
+def owner_of(admin: PulsarAdmin, cluster: PulsarCluster, bundle: str) -> str | None:
+    """The broker whose ``ownedNamespaces`` lists ``bundle`` (no lookup is made)."""
+    for b in cluster.brokers:
+        if bundle in admin.owned_bundles(cluster.cluster, b.broker_id):
+            return b.broker_id
+    return None
+
+
+def rates_by_broker(admin: PulsarAdmin, cluster: PulsarCluster, ns: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for b in cluster.brokers:
+        stats = sum_topics_per_bundle(admin.get_json("/admin/v2/broker-stats/topics", base=b.web_url))
+        out[b.broker_id] = sum(s.msg_rate_in for name, s in stats.items() if name.startswith(ns + "/"))
+    return out
+
+
+def lookups(admin: PulsarAdmin, cluster: PulsarCluster) -> float:
+    """Topic lookups every broker has answered (pulsar_broker_lookup_answers_total, summed)."""
+    total = 0.0
+    for b in cluster.brokers:
+        text = admin.request("GET", "/metrics/", base=b.web_url).text
+        total += sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("pulsar_broker_lookup_answers_total")
+        )
+    return total
+
+
+def test_extensible_refusal_while_the_brokers_shed_and_recovery(
+    extensible_cluster: PulsarCluster, serve_ext: Callable[..., Serve]
+) -> None:
+    admin = PulsarAdmin(extensible_cluster.web_urls)
+    s = serve_ext()
+    assert s.metric("loadmgr_pulsar_acting") == 1.0
+    assert "the extensible load manager" in s.log.read_text()
+    admin.update_dynamic_config("loadBalancerSheddingEnabled", "true")
+    try:
+        ready = wait_for(lambda: (r := s.readyz())["status"] != "ready" and r, 30, "a refusal on /readyz")
+        assert "loadBalancerSheddingEnabled=true" in str(ready), ready
+        assert s.metric("loadmgr_pulsar_acting") == 0.0
+        assert (s.metric("loadmgr_pulsar_broker_settings_conflicts") or 0) >= 3
+        bundle = f"public/default/{admin.bundles('public/default')[0]}"
+        r = s.http.post(f"/bundles/{bundle}/unload")
+        assert r.status_code == 412, r.text
+    finally:
+        admin.delete_dynamic_config("loadBalancerSheddingEnabled")
+    wait_for(lambda: s.readyz()["status"] == "ready", 30, "ready again once the brokers stop shedding")
+    assert s.metric("loadmgr_pulsar_acting") == 1.0
+
+
+def test_extensible_beside_the_brokers_own_shedding_in_dry_run(
+    extensible_cluster: PulsarCluster, serve_ext: Callable[..., Serve]
+) -> None:
+    admin = PulsarAdmin(extensible_cluster.web_urls)
+    admin.update_dynamic_config("loadBalancerSheddingEnabled", "true")  # their TransferShedder
+    try:
+        s = serve_ext({"LOADMGR_PULSAR_BESIDE_BROKERS": "true"}, wait_ready=False)
+        details = wait_for(
+            lambda: (
+                (d := s.readyz())["status"] == "ready" and d["details"].get("pulsar", {}).get("dryRun") and d
+            ),
+            60,
+            "ready in dry-run",
+        )
+        assert "loadBalancerSheddingEnabled=true" in details["details"]["pulsar"]["reason"]
+        r = s.http.post("/shedding/dry-run")
+        assert r.status_code == 200, r.text
+        # The dry run decided on the Extensible brokers' own figures: all three, read from their
+        # registry, channel and topic stats.
+        brokers = {b["broker"] for b in s.http.get("/brokers").json()}
+        assert brokers == {b.broker_id for b in extensible_cluster.brokers}
+        # Every broker's host usage is known (a JVM's heap is never empty), from its load data or,
+        # before its first report on the non-persistent topic, its pulsar_lb_* gauges.
+        wait_for(
+            lambda: all(b["usagePercent"]["memory"] > 0 for b in s.http.get("/brokers").json()),
+            30,
+            "every broker's memory usage",
+        )
+    finally:
+        admin.delete_dynamic_config("loadBalancerSheddingEnabled")
+
+
+def test_extensible_manual_transfer_lookups_unload_and_split(
+    extensible_cluster: PulsarCluster, serve_ext: Callable[..., Serve]
+) -> None:
+    cluster = extensible_cluster
+    admin = PulsarAdmin(cluster.web_urls)
+    s = serve_ext()
+    ns = "public/transfer"
+    admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": 2}})
+    ranges = admin.bundles(ns)
+    topics = topics_for_bundles(ns, ranges, 2)
+    consumers = Consumers(cluster.service_url, topics)
+    try:
+        with Workload(cluster.service_url, dict.fromkeys(topics, 20.0)) as work:
+            first, second = (f"{ns}/{r}" for r in ranges)
+            owners = wait_for(
+                lambda: (
+                    (o := {b: owner_of(admin, cluster, b) for b in (first, second)}) and all(o.values()) and o
+                ),
+                60,
+                "both bundles owned",
+            )
+            wait_for(
+                lambda: all(b in s.http.get("/bundles").text for b in (first, second)),
+                60,
+                "loadmgr sees the bundles",
+            )
+            dest = next(b.broker_id for b in cluster.brokers if b.broker_id != owners[first])
+            on_first = [t for t, r in topics.items() if f"{ns}/{r}" == first]
+            before = lookups(admin, cluster)
+            moved_at = time.monotonic()
+            r = s.http.post(f"/bundles/{first}/unload", params={"destinationBroker": dest})
+            assert r.status_code == 200, r.text
+            wait_for(lambda: owner_of(admin, cluster, first) == dest, 60, f"{first} owned by {dest}")
+            # Its producers publish again: acknowledged after the move, on the new owner.
+            wait_for(
+                lambda: all((work.records[t].last_ack or 0) > moved_at + 0.5 for t in on_first),
+                60,
+                "the moved bundle's producers acknowledged again",
+            )
+            transferred = lookups(admin, cluster) - before
+            # The control: an unload without a destination frees the bundle, and its clients must
+            # look it up again, which the same counters see.
+            before = lookups(admin, cluster)
+            unloaded_at = time.monotonic()
+            r = s.http.post(f"/bundles/{second}/unload")
+            assert r.status_code == 200, r.text
+            on_second = [t for t, r2 in topics.items() if f"{ns}/{r2}" == second]
+            wait_for(
+                lambda: all((work.records[t].last_ack or 0) > unloaded_at + 0.5 for t in on_second),
+                60,
+                "the unloaded bundle's producers acknowledged again",
+            )
+            unloaded = lookups(admin, cluster) - before
+            clients = 2 * len(on_first)  # a producer and a consumer per topic
+            print(
+                f"\nlookups answered: transfer {transferred:.0f} ({clients} clients on the bundle), "
+                f"unload without destination {unloaded:.0f}"
+            )
+            # PIP-307: the source names the new owner as it closes each topic, so a client may
+            # reconnect without a lookup. Pulsar 4.0.7 with pulsar-client 3.13 spared every client
+            # its lookup in some runs here and not in others (0, 4, 1 lookups in three runs; the
+            # cause is not known yet): what holds every time is at most one lookup per client.
+            assert transferred <= clients
+            assert unloaded >= 1  # the control: these counters do see the clients' lookups
+            manual = [d for d in s.decisions("manual") if d["bundle"] == first]
+            assert manual and manual[-1]["destination"] == dest, manual
+            # Splits go through the admin API as on Modular brokers; the children are read back.
+            r = s.http.post(f"/bundles/{first}/split", json={"algorithm": "range_equally_divide"})
+            assert r.status_code == 200, r.text
+            wait_for(lambda: len(admin.bundles(ns)) == 3, 60, "three bundles per Pulsar after the split")
+            children = r.json()["decision"]["explanation"]["numbers"]["children"]
+            assert len(children) == 2 and first not in children, children
+        wait_for(lambda: not consumers.missing(work), 60, "every acknowledged message received")
+        assert work.failed() == 0
+    finally:
+        consumers.close()
+
+
+def test_extensible_skewed_cluster_is_balanced_by_transfers(
+    extensible_cluster: PulsarCluster, serve_ext: Callable[..., Serve]
+) -> None:
+    cluster = extensible_cluster
+    admin = PulsarAdmin(cluster.web_urls)
+    ns = "public/skewed"
+    topics, hot = skewed_namespace(admin, cluster, ns, 8)
+    consumers = Consumers(cluster.service_url, topics)
+    try:
+        with Workload(cluster.service_url, dict.fromkeys(topics, RATE)) as work:
+            wait_for(
+                lambda: rates_by_broker(admin, cluster, ns)[hot] > 0.5 * RATE * len(topics),
+                60,
+                "load seen",
+            )
+            before = rates_by_broker(admin, cluster, ns)
+            s = serve_ext(
+                {
+                    "LOADMGR_loadBalancerLoadSheddingStrategy": "UniformLoadShedder",
+                    "LOADMGR_loadBalancerSheddingGracePeriodMinutes": "0.5",
+                    "LOADMGR_minUnloadMessage": "100",
+                    "LOADMGR_minUnloadMessageThroughput": "10000",
+                    "LOADMGR_maxUnloadPercentage": "0.5",
+                }
+            )
+            moved_from = time.monotonic()
+
+            def balanced() -> bool:
+                r = rates_by_broker(admin, cluster, ns)
+                return min(r.values()) > 0 and max(r.values()) / min(r.values()) <= 2.0
+
+            wait_for(balanced, 240, "message rates evened out across the brokers", every=2)
+            after = rates_by_broker(admin, cluster, ns)
+            last: dict[str, str] = {}
+
+            def as_decided() -> bool:
+                moves = [
+                    d for d in s.decisions("shedding") if d["bundle"] and d["bundle"].startswith(ns + "/")
+                ]
+                last.clear()
+                for d in sorted(moves, key=lambda d: d["timeMs"]):
+                    last[d["bundle"]] = d["destination"]
+                return bool(last) and all(owner_of(admin, cluster, b) == dst for b, dst in last.items())
+
+            wait_for(as_decided, 90, "every moved bundle where loadmgr last decided", every=3)
+            moves = [d for d in s.decisions("shedding") if d["bundle"] and d["bundle"].startswith(ns + "/")]
+            again = [d for d in moves if d["explanation"]["reason"] == "destination_not_honoured"]
+        gaps = {
+            b: work.longest_gap([t for t, r in topics.items() if f"{ns}/{r}" == b], since=moved_from)
+            for b in last
+        }
+        wait_for(lambda: not consumers.missing(work), 60, "every acknowledged message received")
+        print(
+            f"\nExtensible brokers: 3; transfers: {len(moves)} ({len(again)} sent again); failed sends: "
+            f"{work.failed()} of {work.acked() + work.failed()}; longest publish gap per moved bundle (s): "
+            f"{ {k.rsplit('/', 1)[1]: round(v, 2) for k, v in gaps.items()} }; "
+            f"msg/s per broker before {before} after {after}"
+        )
+        assert not again  # a transfer lands where it was sent: no lookup can place it elsewhere
+        assert work.failed() == 0
+        assert max(gaps.values()) < 15.0
+    finally:
+        consumers.close()
+
+
+def test_extensible_leader_failover_and_the_new_leader_transfers(
+    extensible_cluster: PulsarCluster, serve_ext: Callable[..., Serve]
+) -> None:
+    cluster = extensible_cluster
+    admin = PulsarAdmin(cluster.web_urls)
+    a = serve_ext()
+    b = serve_ext()
+    leader, follower = (a, b) if a.is_leader() else (b, a)
+    assert leader.is_leader() and not follower.is_leader()
+    leader.stop(signal.SIGKILL)  # no resignation: the session must expire
+    wait_for(follower.is_leader, 60, "the follower takes over")
+    wait_for(lambda: follower.readyz()["status"] == "ready", 60, "the new leader acts")
+    ns = "public/failover"
+    admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": 1}})
+    (rng,) = admin.bundles(ns)
+    (topic,) = topics_for_bundles(ns, [rng], 1)
+    bundle = f"{ns}/{rng}"
+    consumers = Consumers(cluster.service_url, [topic])
+    try:
+        with Workload(cluster.service_url, {topic: 20.0}) as work:
+            owner = wait_for(lambda: owner_of(admin, cluster, bundle), 60, f"{bundle} owned")
+            dest = next(x.broker_id for x in cluster.brokers if x.broker_id != owner)
+            wait_for(lambda: bundle in follower.http.get("/bundles").text, 60, "the new leader sees it")
+            r = follower.http.post(f"/bundles/{bundle}/unload", params={"destinationBroker": dest})
+            assert r.status_code == 200, r.text
+            wait_for(lambda: owner_of(admin, cluster, bundle) == dest, 60, "the transfer by the new leader")
+        wait_for(lambda: not consumers.missing(work), 60, "every acknowledged message received")
+        assert work.failed() == 0
+    finally:
+        consumers.close()
