@@ -14,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-PHASES = ("skew", "join", "hot", "quiet")
+# ``boot``: from the end of ``skew`` until the joining broker answers ready (its JVM starting); moves
+# made then are reported there rather than lost between phases
+PHASES = ("skew", "boot", "join", "hot", "quiet")
 NEVER = "never"
 NO_MOVE = "–"  # the metric is taken around moves, and the phase had none
 

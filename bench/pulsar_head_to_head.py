@@ -6,7 +6,8 @@ driven by the real Python client:
 
 1. ``skew``  — every bundle of ``public/skew`` (8 bundles, two of them, chosen by the seed, carrying
    half its traffic) and of ``public/hot`` starts on the first broker; balancing is switched on;
-2. ``join``  — a fourth broker joins;
+   (``boot``: a fourth broker starts, until it answers ready;)
+2. ``join``  — the fourth broker has joined;
 3. ``hot``   — ``public/hot`` (4 bundles) goes from noise level to 8x its rate;
 4. ``quiet`` — nothing but the per-topic noise (every topic +-10% every 10 s, seeded) that runs
    throughout.
@@ -243,8 +244,9 @@ def run_one(name: str, seed: int, args: argparse.Namespace, run_dir: Path) -> di
             admin.update_dynamic_config("loadBalancerSheddingEnabled", "true")
         time.sleep(args.skew_s)
         phases["skew"].append(time.monotonic())
-        work.mark("outside")  # the joining broker boots
+        begin("boot")  # the joining broker's JVM starts
         joined = cluster.add_broker(cpus=cpus[3])
+        phases["boot"].append(time.monotonic())
         begin("join")
         print(f"[{name} seed {seed}] {joined.broker_id} joined", flush=True)
         time.sleep(args.join_s)

@@ -4,6 +4,7 @@ polls, gaps near a move, sequence-number loss accounting, and the aggregation ov
 from __future__ import annotations
 
 import math
+from typing import Any, cast
 
 import pytest
 
@@ -206,3 +207,80 @@ def test_runs_table_shows_the_machine_load_beside_each_run() -> None:
         "| unequal | 2 | LM | 2026-11-29 00:10:00 | 1,234 | 3.41 / 1.46 / 0.65 | ? | 2 | 1,000,000 | 0 | 0 |"
     )
     assert load_of("load averages: 1.00 2.00 3.00") == "1.00 / 2.00 / 3.00"
+
+
+# ---- one run's summary -----------------------------------------------------------------------------------
+def test_a_run_summary_puts_moves_gaps_latency_failures_and_losses_in_their_phases() -> None:
+    from array import array
+    from types import SimpleNamespace
+
+    from bench.head_to_head_summary import summarise
+    from service.pulsar.workload import TopicRecord
+
+    phases = {"skew": [0.0, 100.0], "boot": [100.0, 130.0], "join": [130.0, 230.0]}
+    phases |= {"hot": [230.0, 330.0], "quiet": [330.0, 430.0]}
+    sent = [float(t) for t in range(430)]
+    slow = {105.0 + i for i in range(8)}  # around the move at 110
+    moved = TopicRecord(
+        sent_at=array("d", sent),
+        latency=array("d", [2.0 if t in slow else 0.01 for t in sent]),
+        gaps=[(108.0, 3.0)],
+    )
+    still = TopicRecord(sent_at=array("d", sent), latency=array("d", [0.01] * len(sent)))
+    records = {"tx": moved, "ty": still}
+    even, skewed = {"a": 100.0, "b": 105.0}, {"a": 300.0, "b": 100.0}
+    sampler = SimpleNamespace(
+        owners=[(0.0, {"X": "a", "Y": "a"}), (110.0, {"X": "b", "Y": "a"}), (250.0, {"X": "b", "Y": "b"})],
+        rates=[(float(t), skewed if t < 150 else even) for t in range(0, 430, 5)],
+        usage=[],
+    )
+    marks = {"skew": {"tx": 0}, "boot": {"tx": 100}, "join": {"tx": 130}, "hot": {"tx": 230}}
+    marks |= {"quiet": {"tx": 330}, "after": {"tx": 430}}
+    work = SimpleNamespace(
+        records=records,
+        marks=marks,
+        failed_seqs={"tx": [240], "ty": []},
+        sent=lambda: 862,
+        failed=lambda: 1,
+        acked=lambda: 860,
+    )
+    checker = SimpleNamespace(summary=lambda: {"received": 859})
+    args = SimpleNamespace(poll=5.0, hold=60.0, workload="standard", broker_cpus=(0.4,) * 4, own_hosts=True)
+    args.skew_s = args.join_s = args.hot_s = args.quiet_s = 100.0
+    out = summarise(
+        "lm",
+        "LM",
+        2,
+        {},
+        phases,
+        cast(Any, sampler),  # the fields summarise reads, as a run leaves them
+        work,
+        checker,
+        {"tx": [5, 120]},
+        {"tx": "X", "ty": "Y"},
+        cast(Any, args),
+        {"wall_s": 1.0},
+    )
+    pp = out["per_phase"]
+    assert pp["skew"] == {
+        "balanced_s": None,
+        "moves": 0,
+        "gap_s": None,
+        "p99_ms": None,
+        "failed": 0,
+        "lost": 1,
+    }
+    assert pp["boot"]["moves"] == 1 and pp["boot"]["gap_s"] == 3.0 and pp["boot"]["lost"] == 1
+    assert pp["boot"]["p99_ms"] == 2000.0  # messages sent within [move - poll - 2, move + 10)
+    assert pp["join"]["balanced_s"] == 20.0  # balanced from 150 s on, held 60 s
+    assert pp["hot"] | {"balanced_s": 0.0} == {
+        "balanced_s": 0.0,
+        "moves": 1,
+        "gap_s": 0.0,
+        "p99_ms": 10.0,
+        "failed": 1,
+        "lost": 0,
+    }
+    assert pp["quiet"]["moves"] == 0 and pp["quiet"]["failed"] == 0
+    assert out["lost_acked"] == 2 and out["lost_examples"] == {"tx": [5, 120]}
+    assert out["seed"] == 2 and out["moves_per_phase"]["boot"] == 1
