@@ -89,3 +89,111 @@ def percentile(values: Sequence[float], q: float) -> float | None:
 def longest_gap_near(gaps: Iterable[tuple[float, float]], a: float, b: float) -> float:
     """Longest gap ``(start, length)`` overlapping [a, b]; 0 without one."""
     return max((g for s, g in gaps if s <= b and s + g >= a), default=0.0)
+
+
+# ---- sequence numbers: what was acknowledged, what a consumer received ---------------------------------
+class SeqSet:
+    """The sequence numbers ``0, 1, 2, ...`` of one topic seen so far, one bit each (a run sends
+    millions). Not thread-safe: the caller serialises ``add``."""
+
+    __slots__ = ("_bits", "count")
+
+    def __init__(self, seqs: Iterable[int] = ()) -> None:
+        self._bits = bytearray()
+        self.count = 0
+        for s in seqs:
+            self.add(s)
+
+    def add(self, seq: int) -> bool:
+        """Mark ``seq``; True when it was not marked before."""
+        if seq < 0:
+            raise ValueError(f"sequence number must be >= 0, got {seq}")
+        i, mask = seq >> 3, 1 << (seq & 7)
+        if i >= len(self._bits):
+            self._bits.extend(bytes(max(i + 1 - len(self._bits), len(self._bits))))
+        if self._bits[i] & mask:
+            return False
+        self._bits[i] |= mask
+        self.count += 1
+        return True
+
+    def __contains__(self, seq: object) -> bool:
+        if not isinstance(seq, int) or seq < 0:
+            return False
+        i = seq >> 3
+        return i < len(self._bits) and bool(self._bits[i] & (1 << (seq & 7)))
+
+    def __len__(self) -> int:
+        return self.count
+
+    def missing_from(self, other: SeqSet) -> list[int]:
+        """Numbers marked here and not in ``other`` (ascending): acknowledged but never received."""
+        out: list[int] = []
+        theirs = other._bits
+        for i, mine in enumerate(self._bits):
+            diff = mine & ~(theirs[i] if i < len(theirs) else 0)
+            if diff:
+                out.extend(8 * i + b for b in range(8) if diff & (1 << b))
+        return out
+
+
+class ReceivedSequence:
+    """What one topic's consumer saw, in arrival order: every number received, and how the order
+    went (a redelivery after a reconnect is a duplicate; a jump over numbers not yet received is a
+    gap, which the end of the run settles: received later, or lost)."""
+
+    __slots__ = ("duplicates", "gaps", "highest", "late", "seen")
+
+    def __init__(self) -> None:
+        self.seen = SeqSet()
+        self.highest = -1
+        self.duplicates = 0  # received before
+        self.gaps = 0  # arrived past numbers not received yet
+        self.late = 0  # arrived after a higher number
+
+    def receive(self, seq: int) -> None:
+        if not self.seen.add(seq):
+            self.duplicates += 1
+            return
+        if seq > self.highest + 1:
+            self.gaps += 1
+        elif seq < self.highest:
+            self.late += 1
+        self.highest = max(self.highest, seq)
+
+
+def phase_of_seq(starts: Mapping[str, int], seq: int, before: str = "outside") -> str:
+    """The phase a topic's message ``seq`` was sent in, from the first sequence number each phase
+    began with (``{phase: first seq}``, in the order the phases ran); ``before`` when it precedes
+    them all."""
+    best, best_start = before, -1
+    for phase, first in starts.items():  # chronological: of two phases starting at one number, the
+        if best_start <= first <= seq:  # later one sent it (the earlier sent nothing)
+            best, best_start = phase, first
+    return best
+
+
+def count_by_phase(
+    seqs_by_topic: Mapping[str, Iterable[int]], starts_by_phase: Mapping[str, Mapping[str, int]]
+) -> dict[str, int]:
+    """How many of each topic's ``seqs`` fall in each phase (``starts_by_phase``: phase -> topic ->
+    first seq of that phase; a topic missing from a phase's marks does not start it)."""
+    out: dict[str, int] = {}
+    for topic, seqs in seqs_by_topic.items():
+        starts = {p: m[topic] for p, m in starts_by_phase.items() if topic in m}
+        for s in seqs:
+            p = phase_of_seq(starts, s)
+            out[p] = out.get(p, 0) + 1
+    return out
+
+
+def merge_windows(windows: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping or touching ``[a, b)`` windows joined, sorted: a message sent in two moves'
+    windows counts once."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(windows):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
