@@ -18,8 +18,8 @@ and ``unequal`` (brokers at 0.3 / 0.4 / 0.6 cores, the joining one at 0.4; ``--b
 Contenders: ``threshold`` (ModularLoadManagerImpl + ThresholdShedder, Pulsar's default), ``avg``
 (Modular + AvgShedder as shedder and placement), ``transfer`` (ExtensibleLoadManagerImpl +
 TransferShedder), ``loadmgr`` (``loadmgr serve --mode pulsar`` with BalancedShedder, the brokers'
-shedding off); ``loadmgr-extensible`` (loadmgr deciding for Extensible brokers) is registered but
-left out of the default set. Every contender's brokers get the same shortened intervals (COMMON);
+shedding off) and ``loadmgr-extensible`` (the same serve deciding for Extensible brokers, moving
+bundles as transfers). Every contender's brokers get the same shortened intervals (COMMON);
 loadmgr gets the same values. Every contender runs the same seeds and the same phase lengths.
 
 Measured the same way for everyone: per-broker message rates, ownership and usage by
@@ -97,11 +97,11 @@ CONTENDERS: dict[str, Contender] = {
         {**EXTENSIBLE, "loadBalancerLoadSheddingStrategy": f"{PKG}.extensions.scheduler.TransferShedder"},
     ),
     "loadmgr": Contender("loadmgr BalancedShedder (Pulsar mode)", loadmgr=True),
-    # The hook for loadmgr deciding for Extensible brokers (issue 47): the same brokers as
-    # ``transfer`` with their own shedding off. Out of the default set until loadmgr supports them;
-    # whatever ``serve`` needs for them goes in loadmgr_env.
+    # loadmgr deciding for Extensible brokers (issue 47): the same brokers as ``transfer`` with
+    # their own shedding off (the launcher's default); serve recognises the kind by itself and
+    # moves bundles as transfers.
     "loadmgr-extensible": Contender(
-        "loadmgr BalancedShedder (Extensible brokers)", dict(EXTENSIBLE), loadmgr=True, in_default=False
+        "loadmgr BalancedShedder (Extensible brokers)", dict(EXTENSIBLE), loadmgr=True
     ),
 }
 DEFAULT_CONTENDERS = [n for n, c in CONTENDERS.items() if c.in_default]
