@@ -16,7 +16,7 @@ from balancer.errors import InvalidInput
 from service.commands import maintenance
 from service.commands.client import call, common_parser, run_api
 from service.commands.output import emit, table
-from service.commands.render import BROKER_HEADERS, broker_rows, leader_line, value_text
+from service.commands.render import broker_table, leader_line, value_text
 
 # pulsar-admin's `brokers` verbs, each with what it does here
 BROKER_VERBS = {
@@ -82,7 +82,7 @@ def _status(args: argparse.Namespace) -> int:
             body,
             lambda: [
                 leader_line(leader),
-                table(broker_rows(brokers), BROKER_HEADERS),
+                table(*broker_table(brokers)),
                 *maintenance.lines(maint),
             ],
         )
@@ -121,7 +121,7 @@ def _brokers(args: argparse.Namespace) -> int:
         if verb and verb != "list":
             return _one_broker(a, verb)
         brokers = call(a, "GET", "/brokers")
-        return emit(a, brokers, lambda: table(broker_rows(brokers), BROKER_HEADERS))
+        return emit(a, brokers, lambda: table(*broker_table(brokers)))
 
     return run_api(args, go)
 
@@ -144,7 +144,7 @@ def _one_broker(a: argparse.Namespace, broker: str) -> int:
         a,
         b,
         lambda: [
-            table(broker_rows([b]), BROKER_HEADERS),
+            table(*broker_table([b])),
             table(scores, ["score", "value"]),
             table([[x] for x in b["bundles"]], [f"bundles ({len(b['bundles'])})"]),
         ],

@@ -7,7 +7,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-BROKER_HEADERS = ["broker", "cpu%", "mem%", "bwIn%", "bwOut%", "msg/s", "MB/s", "bundles", "state"]
+BROKER_HEADERS = ["broker", "cpu%", "mem%", "bwIn%", "bwOut%", "msg/s", "MB/s", "bundles"]
+
+
+def _state(b: dict[str, Any]) -> str:
+    return "draining" if b.get("draining") else ("cordoned" if b.get("cordoned") else "")
+
+
+def broker_table(brokers: list[dict[str, Any]]) -> tuple[list[list[Any]], list[str]]:
+    """Rows and headers; the ``state`` column (cordoned, draining) only when a broker has one."""
+    rows = broker_rows(brokers)
+    if not any(_state(b) for b in brokers):
+        return rows, BROKER_HEADERS
+    return [[*r, _state(b)] for r, b in zip(rows, brokers, strict=True)], [*BROKER_HEADERS, "state"]
 
 
 def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
@@ -22,7 +34,6 @@ def broker_rows(brokers: list[dict[str, Any]]) -> list[list[Any]]:
             (b["msgThroughputIn"] + b["msgThroughputOut"]) / 1e6,
             # the bundles it owns now when the answer lists them (its last report may lag a move)
             len(b["bundles"]) if isinstance(b.get("bundles"), list) else b["numBundles"],
-            "draining" if b.get("draining") else ("cordoned" if b.get("cordoned") else ""),
         ]
         for b in brokers
     ]

@@ -125,13 +125,20 @@ class Cluster:
         self.procs.append(proc)
         return proc
 
-    def service(self, instance_id: str, config: LoadBalancerConfig, **kw: Any) -> LoadManagerService:
+    def service(
+        self,
+        instance_id: str,
+        config: LoadBalancerConfig,
+        settings_kw: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> LoadManagerService:
         settings = Settings(
             zk_hosts=self.hosts,
             zk_chroot="",
             zk_session_timeout_s=SERVICE_SESSION_S,
             instance_id=instance_id,
             http_port=int(instance_id.rsplit(":", 1)[1]),
+            **(settings_kw or {}),
         )
         svc = LoadManagerService(settings, config, seed=1, **kw)
         svc.start()

@@ -85,6 +85,11 @@ def _calls(bundle: str) -> list[tuple[str, str, dict[str, Any]]]:
         ("POST", "/namespaces/public/fresh", {"json": {"bundles": 2}}),
         ("PUT", "/namespaces/public/fresh/policies", {"json": {"namespaceAntiAffinityGroup": "g"}}),
         ("DELETE", f"/namespaces/{NS1}", {}),
+        ("GET", "/maintenance", {}),
+        ("POST", "/brokers/b1:8080/cordon", {}),
+        ("POST", "/brokers/b1:8080/uncordon", {}),
+        ("POST", "/brokers/b1:8080/drain", {"json": {"thenShutdown": False}}),
+        ("POST", "/brokers/b1:8080/drain/stop", {}),
     ]
 
 
@@ -116,6 +121,10 @@ def test_read_and_missing_tokens_change_nothing(leader: LoadManagerService, zk_c
         ("POST", "/namespaces/{tenant}/{namespace}"),
         ("DELETE", "/namespaces/{tenant}/{namespace}"),
         ("PUT", "/namespaces/{tenant}/{namespace}/policies"),
+        ("POST", "/brokers/{broker}/cordon"),
+        ("POST", "/brokers/{broker}/uncordon"),
+        ("POST", "/brokers/{broker}/drain"),
+        ("POST", "/brokers/{broker}/drain/stop"),
     }, "a new mutating route must be added to _calls"
     before = _snapshot(zk_client)
     config_before, decisions_before = leader.config, leader.decisions()
@@ -132,6 +141,10 @@ def test_read_and_missing_tokens_change_nothing(leader: LoadManagerService, zk_c
         ("POST", "/namespaces/public/fresh"): 403,
         ("PUT", "/namespaces/public/fresh/policies"): 403,
         ("DELETE", f"/namespaces/{NS1}"): 403,
+        ("POST", "/brokers/b1:8080/cordon"): 403,
+        ("POST", "/brokers/b1:8080/uncordon"): 403,
+        ("POST", "/brokers/b1:8080/drain"): 403,
+        ("POST", "/brokers/b1:8080/drain/stop"): 403,
     }
     for call, (missing, read) in statuses.items():
         assert missing == 401, call

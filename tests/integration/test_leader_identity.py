@@ -92,7 +92,8 @@ def test_foreign_leader_node_gets_nothing(
         # written before any loadmgr runs, on an open ZooKeeper, with a made-up signature
         forged = {"brokerId": "lm-evil", "serviceUrl": trap.url, SIGNATURE_KEY: "00" * 32}
         zk_client.create(P.LEADER, json.dumps(forged).encode(), ephemeral=True, makepath=True)
-        follower = _service(zk_chroot_hosts, "lm-2", free_port())
+        # The forged node looks like a Pulsar broker's: the mode is named so serve starts beside it.
+        follower = _service(zk_chroot_hosts, "lm-2", free_port(), mode="zookeeper")
         services.append(follower)
         wait_for(lambda: follower.leader_info() is not None, 10, what="the follower reads the node")
         assert not follower.is_leader()

@@ -153,7 +153,7 @@ def test_limits_come_from_the_pulsar_style_keys_with_their_defaults() -> None:
 def test_the_dry_run_command_prints_when_each_move_would_go(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from service.commands import client
+    from service.commands import bundle_verbs
     from service.commands.cli import main
 
     answer = {
@@ -173,7 +173,7 @@ def test_the_dry_run_command_prints_when_each_move_would_go(
             "queuedOtherKinds": 0,
         },
     }
-    monkeypatch.setattr(client, "call", lambda *a, **kw: answer)
+    monkeypatch.setattr(bundle_verbs, "call", lambda *a, **kw: answer)
     assert main(["dry-run", "--url", "http://127.0.0.1:1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert any("ns/b1" in line and line.rstrip().endswith("now") for line in lines), lines

@@ -11,6 +11,7 @@ evidence either way.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,8 @@ PULSAR_ONLY = ("/managed-ledgers", "/ledgers")
 # The key loadmgr's own leader node carries once won (service.leader.identity.EPOCH_KEY).
 LOADMGR_EPOCH_KEY = "loadmgrEpoch"
 MAX_DOC = 64 * 1024
+# How long an unsigned leader node is given to gain its epoch before it counts as a Pulsar broker's.
+SIGNING_GRACE_S = 2.0
 
 
 @dataclass
@@ -57,6 +60,19 @@ def _exists(zk: JsonZk, path: str) -> bool:
         return zk.client.exists(path) is not None
 
 
+def _leader_node(zk: JsonZk) -> tuple[Any, int] | None:
+    """The leader node, given a moment to be signed: a ZooKeeper-native loadmgr creates it with
+    Pulsar's two fields and adds its epoch right after winning, so an instance starting beside it
+    may read it in between (two instances started together). A Pulsar broker's never gains one."""
+    deadline = time.monotonic() + SIGNING_GRACE_S
+    while True:
+        got = _get(zk, P.LEADER)
+        unsigned = got is not None and isinstance(got[0], dict) and LOADMGR_EPOCH_KEY not in got[0]
+        if not unsigned or got is None or got[1] == 0 or time.monotonic() >= deadline:
+            return got
+        time.sleep(0.1)
+
+
 def read_cluster_kind(zk: JsonZk) -> ClusterKind:
     kind = ClusterKind()
     for path in PULSAR_ONLY:
@@ -67,7 +83,7 @@ def read_cluster_kind(zk: JsonZk) -> ClusterKind:
         if got is not None and isinstance(got[0], dict) and isinstance(got[0].get("serviceUrl"), str):
             kind.pulsar.append(f"{P.CLUSTERS}/{cluster} holds Pulsar's cluster data")
             break
-    leader = _get(zk, P.LEADER)
+    leader = _leader_node(zk)
     if leader is not None and leader[1] != 0 and leader[1] != zk.session_id:
         doc = leader[0]
         if isinstance(doc, dict) and LOADMGR_EPOCH_KEY in doc:
