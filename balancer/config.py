@@ -88,6 +88,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "loadBalancerMaxNumberOfBrokerSheddingPerCycle": _OFF_BELOW,
     "loadBalanceSheddingDelayInSeconds": (0, 31_536_000, "seconds, at most a year; 0 turns it off"),
     "loadBalancerMaxUnloadsInFlightPerBroker": _OFF_BELOW,
+    "loadBalancerMaxUnloadsInFlightPerDestination": _OFF_BELOW,
     "loadBalancerMaxUnloadsInFlight": _OFF_BELOW,
     "loadBalancerUnloadServedTimeoutSeconds": (0.0, 86_400.0, "seconds, at most a day; 0 turns it off"),
 }
@@ -208,6 +209,12 @@ class LoadBalancerConfig(BaseModel):
     # publish gap a move caused there (3.5 s); past it a move no longer holds its broker's slot.
     loadBalancerMaxUnloadsInFlightPerBroker: int = _dyn(
         1, "Unloads from one broker not yet served at their destination (<=0 no cap)"
+    )
+    # The receiving end too: on real brokers three bundles sent to a joining broker from three
+    # sources in one second cost a 6.2 s publish gap and 5.2 s p99 (BENCHMARKS, issue 46); a fresh
+    # JVM takes them better one at a time. Cruise Control caps moves per broker at both ends.
+    loadBalancerMaxUnloadsInFlightPerDestination: int = _dyn(
+        1, "Unloads to one broker not yet served there (<=0 no cap)"
     )
     loadBalancerMaxUnloadsInFlight: int = _dyn(3, "Unloads in the cluster not yet served (<=0 no cap)")
     loadBalancerUnloadServedTimeoutSeconds: float = _dyn(

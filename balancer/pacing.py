@@ -5,7 +5,9 @@ a second) every client of that broker reconnects together, and publish p99 aroun
 1,471 ms on real brokers against ThresholdShedder's 59 ms (BENCHMARKS, issue 30). So a plan is
 queued and released by :func:`pace`, called by the leader every second or so:
 
-* at most ``per_broker`` unloads in flight from one source broker, and ``cluster`` in the cluster;
+* at most ``per_broker`` unloads in flight from one source broker, ``per_destination`` to one
+  destination broker (a move without a decided destination counts for none), and ``cluster`` in the
+  cluster;
   a move is *in flight* from its unload until the bundle is served at its destination, so with
   ``per_broker`` 1 a broker's next unload waits until its previous bundle is served where it was sent;
 * a move in flight longer than ``served_timeout_ms`` stops holding its slot (a bundle no client looks
@@ -77,12 +79,14 @@ class PacingLimits:
     brokers_per_cycle: int = 3
     cooldown_ms: int = 180_000
     served_timeout_ms: int = 30_000
+    per_destination: int = 0  # last: the fields above keep their positions
 
     @classmethod
     def of(cls, config: LoadBalancerConfig) -> PacingLimits:
         """The budget ``config``'s keys set."""
         return cls(
             per_broker=config.loadBalancerMaxUnloadsInFlightPerBroker,
+            per_destination=config.loadBalancerMaxUnloadsInFlightPerDestination,
             cluster=config.loadBalancerMaxUnloadsInFlight,
             brokers_per_cycle=config.loadBalancerMaxNumberOfBrokerSheddingPerCycle,
             cooldown_ms=int(config.loadBalanceSheddingDelayInSeconds * 1000),
@@ -132,8 +136,10 @@ def pace(
     timeout = limits.served_timeout_ms
     out.holding = [f for f in in_flight if timeout <= 0 or now_ms - f.since_ms < timeout]
     per_source: dict[str | None, list[MoveInFlight | QueuedMove]] = {}
+    per_dest: dict[str | None, list[MoveInFlight | QueuedMove]] = {}
     for f in out.holding:
         per_source.setdefault(f.source, []).append(f)
+        per_dest.setdefault(f.destination, []).append(f)
     busy_bundles = {f.bundle for f in out.holding}
     admitted = admitted_sources(queue, in_flight, limits.brokers_per_cycle)
     total = len(out.holding)
@@ -143,11 +149,14 @@ def pace(
     for i in order:
         move = queue[i]
         why = _why_wait(move, per_source, busy_bundles, admitted, history, total, now_ms, limits)
+        if why is None:
+            why = _destination_busy(move, per_dest, limits)
         if why is not None:
             out.waiting.append((move, why))
             continue
         out.release.append(move)
         per_source.setdefault(move.source, []).append(move)
+        per_dest.setdefault(move.destination, []).append(move)
         busy_bundles.add(move.bundle)
         total += 1
     return out
@@ -217,3 +226,23 @@ def _why_wait(
             maxInFlight=limits.cluster,
         )
     return None
+
+
+def _destination_busy(
+    move: QueuedMove, per_dest: Mapping[str | None, list[MoveInFlight | QueuedMove]], limits: PacingLimits
+) -> Explanation | None:
+    dest = move.destination
+    theirs = per_dest.get(dest, []) if dest is not None else []
+    if not _capped(limits.per_destination) or len(theirs) < limits.per_destination:
+        return None
+    prev = theirs[-1]
+    return explain(
+        "destination_busy",
+        f"{dest} is receiving {len(theirs)} bundle(s) not yet served there, the most "
+        f"loadBalancerMaxUnloadsInFlightPerDestination allows: waiting until {prev.bundle} is served",
+        subject=move.bundle,
+        destination=dest,
+        inFlight=len(theirs),
+        maxPerDestination=limits.per_destination,
+        waitingFor=prev.bundle,
+    )

@@ -270,7 +270,7 @@ def test_losing_leadership_drops_the_queue_and_releases_nothing() -> None:
 def test_a_fenced_write_refused_stops_releasing_and_drops_the_queue() -> None:
     jobs, _, store = _jobs(fail=StaleWrite("fenced out"))
     store.owners[B2] = X
-    jobs.moves.submit([_move(B), _move(B2, source=X)], "shedding")
+    jobs.moves.submit([_move(B), _move(B2, source=X, dest=S)], "shedding")  # two sources, two destinations
     assert jobs.move_tick(CONFIG) == 0
     assert len(jobs.moves) == 0
     assert _state(jobs, B) == "refused" and _state(jobs, B2) == "refused"
