@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from balancer.config import LoadBalancerConfig  # noqa: E402
 from balancer.cycle import plan_shedding_cycle  # noqa: E402
+from bench.live_population import RawPopulation  # noqa: E402
 from service.demo.synthetic import SyntheticCluster  # noqa: E402
 from service.leader.clock import now_ms  # noqa: E402
 from service.leader.cluster_view import DecisionLog  # noqa: E402
@@ -76,6 +77,15 @@ CONFIG = {
     "loadBalancerMaxNumberOfBrokerSheddingPerCycle": 0,
     "loadBalanceSheddingDelayInSeconds": 0,
 }
+
+
+# The disruption budget's keys the bench turns off (0 = no cap) unless ``--budget default``.
+BUDGET_KEYS = (
+    "loadBalancerMaxUnloadsInFlightPerBroker",
+    "loadBalancerMaxUnloadsInFlight",
+    "loadBalancerMaxNumberOfBrokerSheddingPerCycle",
+    "loadBalanceSheddingDelayInSeconds",
+)
 
 
 def rss_mib() -> float:
@@ -216,12 +226,15 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
     )
     # Each manual unload against the shedding runs it overlapped (the log's times of day).
     spans = _run_spans(text)
+    uptime_end = _uptime()
     during = [ms for at, ms, _ in probe.calls if any(a <= at <= b for a, b in spans)]
     out = {
         "serve_minutes": minutes,
         "operator_unloads": probe.summary(),
         "operator_unloads_during_shedding_ms": _spread(during),
-        "shedding_phases": [line.split("applied; ", 1)[1] for line in text.splitlines() if PHASES in line],
+        "shedding_phases": [line.split(PHASES, 1)[1] for line in text.splitlines() if PHASES in line],
+        # Each shedding run's whole span in the log (started to executed, seconds), in order.
+        "shedding_run_spans_s": [round(b - a, 2) for a, b in spans],
         "log_runs_started": sum(1 for _, what in runs if what == "started"),
         "log_runs_finished": sum(1 for _, what in runs if what == "executed"),
         "log_first_due": dues[0] if dues else None,
@@ -248,6 +261,7 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
             job: _max_bucket(metrics, job) for job in ("shedding", "reconcile", "bundle-data", "split")
         },
         "serve_log": str(log_path),
+        "uptime_end": uptime_end,
     }
     out["ok"] = (
         out["log_not_started_or_raised"] == 0
@@ -403,6 +417,13 @@ def _max_bucket(metrics: str, job: str) -> str:
     return "-"
 
 
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def _seconds(hms: str) -> int:
     h, m, s = (int(x) for x in hms.split(":"))
     return h * 3600 + m * 60 + s
@@ -419,26 +440,56 @@ def main() -> int:
     ap.add_argument("--serve-minutes", type=float, help="run `loadmgr serve` this long instead")
     ap.add_argument("--profile", type=int, default=0, help="cProfile one more unchanged refresh: top N")
     ap.add_argument("--refreshes", type=int, default=10, help="more refreshes after reports changed")
+    ap.add_argument(
+        "--population",
+        choices=("raw", "synthetic"),
+        default="raw",
+        help="raw: bench/raw_populate.py's kazoo clients write the cluster (default); synthetic: the project's own",
+    )
+    ap.add_argument(
+        "--budget",
+        choices=("off", "default"),
+        default="off",
+        help="off: the disruption budget's caps 0 (a cycle writes its whole plan); default: loadmgr's defaults",
+    )
     args = ap.parse_args()
-    out: dict[str, Any] = {"brokers": args.brokers, "bundles": args.bundles, "heap_mb": args.heap_mb}
+    if args.budget == "default":
+        for key in BUDGET_KEYS:
+            CONFIG.pop(key, None)
+    out: dict[str, Any] = {
+        "brokers": args.brokers,
+        "bundles": args.bundles,
+        "heap_mb": args.heap_mb,
+        "budget": args.budget,
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "uptime_start": _uptime(),
+    }
     config = LoadBalancerConfig.from_dict(CONFIG)
 
     with EmbeddedZooKeeper(heap_mb=args.heap_mb) as zk:
         t0 = time.perf_counter()
-        cluster = SyntheticCluster(
-            zk.hosts,
-            args.brokers,
-            args.bundles,
-            args.namespaces,
-            brokers_per_session=20,
-            session_timeout_s=30,
-        )
-        cluster.populate()
+        cluster: Any
+        if args.population == "raw":
+            cluster = RawPopulation(zk.hosts, args.brokers, args.bundles, args.namespaces)
+            out["population"] = {"kind": "raw (bench/raw_populate.py, kazoo)", **cluster.summary}
+            out["report_bytes"] = cluster.report_bytes()
+        else:
+            cluster = SyntheticCluster(
+                zk.hosts,
+                args.brokers,
+                args.bundles,
+                args.namespaces,
+                brokers_per_session=20,
+                session_timeout_s=30,
+            )
+            cluster.populate()
+            out["population"] = {"kind": "synthetic (service/demo/synthetic.py)"}
+            sizes = [len(json.dumps(cluster.report(b).to_json_dict())) for b in sorted(cluster.group_of)[:5]]
+            out["report_bytes"] = max(sizes)
         out["populate_s"] = time.perf_counter() - t0
-        sizes = [len(json.dumps(cluster.report(b).to_json_dict())) for b in sorted(cluster.group_of)[:5]]
-        out["report_bytes"] = max(sizes)
         print(
-            f"populated in {out['populate_s']:.1f} s; largest sampled broker report {max(sizes)} bytes",
+            f"populated ({out['population']['kind']}) in {out['populate_s']:.1f} s; largest sampled broker "
+            f"report {out['report_bytes']} bytes",
             flush=True,
         )
         if args.serve_minutes:
