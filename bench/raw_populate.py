@@ -9,7 +9,7 @@ Pulsar's brokers write (``LocalBrokerData``, ``BundleData``, ``LocalPolicies``, 
 them reads data its own helpers never wrote. The shape differs from ``service/demo/synthetic.py`` on
 purpose: Pulsar's broker ids (``10.20.x.y:8080``), ownership nodes naming the broker by its URLs only
 (no ``brokerId``), Pulsar's own initial boundaries (``0xffffffff // n``), namespaces of uneven size
-over several tenants, bundles spread unevenly over 60 % of the brokers with log-normal rates, CPU
+over several tenants, bundles spread unevenly over 45 % of the brokers with log-normal rates, CPU
 following each broker's traffic, and no assignment hints (a cluster whose assignments an agent never
 needed announced).
 
@@ -84,7 +84,7 @@ class Cluster:
         host = broker.rsplit(":", 1)[0]
         rate_in = sum(self.rate[b] for b in owned)
         thr_in = sum(self.rate[b] * self.size[b] for b in owned)
-        cpu = (8.0 + min(85.0, rate_in / 180.0) if owned else 3.0) + self.rng.random() * 6
+        cpu = (5.0 + min(90.0, rate_in / 250.0) if owned else 3.0) + self.rng.random() * 4
         last_stats = {
             b: {
                 "msgRateIn": self.rate[b],
@@ -169,7 +169,12 @@ class Cluster:
         self.sessions.append(admin)
         now = int(time.time() * 1000)
         dirs: set[str] = set()
-        for root in ("/loadbalance/brokers", "/loadbalance/bundle-data", "/namespace", "/loadmgr/assignments"):
+        for root in (
+            "/loadbalance/brokers",
+            "/loadbalance/bundle-data",
+            "/namespace",
+            "/loadmgr/assignments",
+        ):
             dirs.add(root)
             for ns in self.layouts:
                 tenant = ns.split("/")[0]
@@ -203,7 +208,9 @@ class Cluster:
             for broker in group:
                 self.session_of[broker] = zk
             members = set(group)
-            owned = [(f"/namespace/{b}", _j(self.owner_node(o))) for b, o in self.owner.items() if o in members]
+            owned = [
+                (f"/namespace/{b}", _j(self.owner_node(o))) for b, o in self.owner.items() if o in members
+            ]
             _create_all(zk, owned, ephemeral=True)
             written += len(owned)
         written += self.write_reports(self.brokers, create=True)
@@ -301,7 +308,9 @@ def _commit(zk: KazooClient, batches: list[list[tuple[str, bytes]]], add: Any) -
             first, result = window.popleft()
             bad = [r for r in result.get(timeout=120) if isinstance(r, Exception)]
             if bad:
-                raise RuntimeError(f"transaction of {len(first)} writes from {first[0][0]} failed: {bad[0]!r}")
+                raise RuntimeError(
+                    f"transaction of {len(first)} writes from {first[0][0]} failed: {bad[0]!r}"
+                )
 
 
 def _create_all(zk: KazooClient, nodes: list[tuple[str, bytes]], ephemeral: bool) -> None:
@@ -319,7 +328,7 @@ def main() -> int:
     ap.add_argument("--bundles", type=int, default=100_000)
     ap.add_argument("--namespaces", type=int, default=100)
     ap.add_argument("--tenants", type=int, default=10)
-    ap.add_argument("--loaded-fraction", type=float, default=0.6)
+    ap.add_argument("--loaded-fraction", type=float, default=0.45)
     ap.add_argument("--brokers-per-session", type=int, default=20)
     ap.add_argument("--session-timeout", type=float, default=30.0)
     ap.add_argument("--seed", type=int, default=11)
