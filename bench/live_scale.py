@@ -444,13 +444,13 @@ def main() -> int:
         "--population",
         choices=("raw", "synthetic"),
         default="raw",
-        help="raw: bench/raw_populate.py's kazoo clients write the cluster (default); synthetic: the project's own",
+        help="raw: bench/raw_populate.py's kazoo clients write the cluster; synthetic: the project's own",
     )
     ap.add_argument(
         "--budget",
         choices=("off", "default"),
         default="off",
-        help="off: the disruption budget's caps 0 (a cycle writes its whole plan); default: loadmgr's defaults",
+        help="off: the disruption budget's caps 0 (a cycle writes its plan at once); default: loadmgr's",
     )
     args = ap.parse_args()
     if args.budget == "default":

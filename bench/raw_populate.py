@@ -247,7 +247,7 @@ class Cluster:
             try:
                 zk.stop()
                 zk.close()
-            except Exception:  # noqa: BLE001 - closing on the way out: nothing to do about it
+            except Exception:
                 pass
 
 

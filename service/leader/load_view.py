@@ -247,6 +247,22 @@ class LoadView:
             got = cache.store.decode_assignment(path, doc, _Stat(version))
             cache.assignments.note_written(bundle, got, version)
 
+    def nodes_now(self, store: ZkStore, tree: str, bundles: list[str]) -> dict[str, Any] | None:
+        """``bundles``' values in the watch-fed tree ``tree`` ("owners", "assignments"), brought up
+        to date first: only the nodes whose watch fired are read, so following thousands of moves
+        costs what changed, not a read per move. None when the tree must first be read whole (a new
+        term, a connection gap): the caller reads its nodes itself rather than all of them here."""
+        cache = self.cache
+        if cache is None or cache.store is not store:
+            return None
+        with cache.lock:
+            watched = cache.watch.trees[tree]
+            if watched.needs_resync:
+                return None
+            cache.watch.sync([tree])
+            values = watched.values
+            return {b: got for b in bundles if (got := values.get(b)) is not None}
+
     def deleted_bundle_data(self, bundle: str) -> None:
         if self.cache is not None:
             with self.cache.lock:
