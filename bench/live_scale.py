@@ -172,6 +172,8 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
             [sys.executable, "-m", "service", "serve"], cwd=ROOT, env=env, stdout=log_file, stderr=log_file
         )
         peak_rss = 0.0
+        rss = RssSampler(proc.pid)
+        rss.start()
         try:
             started = time.monotonic()
             while time.monotonic() - started < 180 and sample(scrape(), "loadmgr_is_leader") != 1:
@@ -182,6 +184,7 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
             while time.monotonic() - began < 600 and not _ready(base):
                 time.sleep(0.5)
             ready_after = time.monotonic() - began
+            rss_ready = rss.peak
             print(f"serve ready {ready_after:.1f} s after leading", flush=True)
             # Its jobs are scheduled from then on (service.leader.service._start_term).
             began = time.monotonic()
@@ -200,6 +203,7 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
                 time.sleep(1)
                 metrics = scrape()
             peak_rss = _peak_rss_mib(proc.pid)
+            rss.stop()
         finally:
             proc.terminate()
             proc.wait(timeout=60)
@@ -251,6 +255,10 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
         "mean_cycle_s": total / cycles if cycles else None,
         "ready_after_leading_s": round(ready_after, 1),
         "leader_peak_rss_mib": round(peak_rss),
+        # Sampled every 0.5 s: the peak by the time it was ready (first sync), and when the peak was.
+        "leader_rss_peak_by_ready_mib": round(rss_ready),
+        "leader_rss_peak_at": rss.peak_at,
+        "leader_rss_end_mib": round(rss.last),
         # Each run's whole wall time (prefetch + lock wait + decide + write + publish), per job.
         "whole_run_mean_s": {
             job: round(sample(metrics, f"{WALL}_sum", job=job) / n, 2)
@@ -296,6 +304,12 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
     print(
         f"operator unloads (REST, from outside): {out['operator_unloads']}; those that overlapped a "
         f"shedding run: {out['operator_unloads_during_shedding_ms']}",
+        flush=True,
+    )
+    print(
+        f"leader RSS: peak by ready {out['leader_rss_peak_by_ready_mib']} MiB, peak (sampled) at "
+        f"{out['leader_rss_peak_at']}, at the end {out['leader_rss_end_mib']} MiB; shedding runs (s) "
+        f"{out['shedding_run_spans_s']}",
         flush=True,
     )
     for line in out["shedding_phases"]:
@@ -395,6 +409,36 @@ def _ready(base: str) -> bool:
         return httpx.get(f"{base}/readyz", timeout=10).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+class RssSampler:
+    """The serve process's resident set every half second: its peak, when, and the last sample."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+
+        self.pid, self.peak, self.last, self.peak_at = pid, 0.0, 0.0, ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                text = Path(f"/proc/{self.pid}/status").read_text()
+            except OSError:
+                return
+            m = re.search(r"^VmRSS:\s+(\d+)", text, re.M)
+            if m:
+                self.last = int(m.group(1)) / 1024
+                if self.last > self.peak:
+                    self.peak, self.peak_at = self.last, time.strftime("%H:%M:%S")
 
 
 def _peak_rss_mib(pid: int) -> float:

@@ -29,6 +29,7 @@ the last refresh are looked at (its journal), all of them after a full re-read.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -44,7 +45,7 @@ from balancer.report_fold import ReportIndex, fold_reports, refresh_time_average
 from balancer.shedding.base import LoadSheddingStrategy
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.policies import PlacementPolicies, PolicyTrees
-from service.zookeeper.metadata.records import parse_layout
+from service.zookeeper.metadata.records import parse_assignment, parse_layout
 from service.zookeeper.metadata.store import Assignment, Owner, Versioned, ZkStore
 from service.zookeeper.session.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
 from service.zookeeper.session.validate import BadNode, decode
@@ -241,10 +242,13 @@ class LoadView:
             if doc is None:
                 cache.assignments.note_deleted(bundle)
                 return
-            # Decoded by the store's own parser from the very bytes written: the cache holds what
-            # a read would return.
-            path = P.assignment_path(bundle)
-            got = cache.store.decode_assignment(path, doc, _Stat(version))
+            # Decoded by the store's own record parser from the very bytes written: the cache holds
+            # what a read would return. Our own bytes: no size and depth bounds, no malformed log
+            # (a cycle notes tens of thousands of writes).
+            try:
+                got: Versioned[Assignment] | None = Versioned(parse_assignment(json.loads(doc)), version)
+            except (ValueError, BadNode):
+                got = cache.store.decode_assignment(P.assignment_path(bundle), doc, _Stat(version))
             cache.assignments.note_written(bundle, got, version)
 
     def nodes_now(self, store: ZkStore, tree: str, bundles: list[str]) -> dict[str, Any] | None:
