@@ -3,9 +3,11 @@
     flock /tmp/loadmgr-heavy.lock nice -n 5 .venv/bin/python bench/live_scale.py \
         [--brokers 1000] [--bundles 100000] [--namespaces 100] [--heap-mb 1024] [--check-equal]
 
-Starts an embedded ZooKeeper (``--heap-mb``), writes a synthetic cluster into it node for node as
-agents would (:mod:`service.demo.synthetic`: broker reports, layouts, assignments, ownership, bundle
-data; the first half of the brokers hold every bundle and run hot), then runs the real leader code
+Starts an embedded ZooKeeper (``--heap-mb``) and has a cluster written into it: by default
+(``--population raw``) by ``bench/raw_populate.py``, a child process of raw kazoo clients writing
+Pulsar-shaped nodes by hand (nothing of loadmgr's own write path; see that module), or with
+``--population synthetic`` by :mod:`service.demo.synthetic`, node for node as agents would (the
+first half of the brokers hold every bundle and run hot). Then it runs the real leader code
 (``LoadView``, ``LeaderJobs``) with BalancedShedder (see ``STRATEGY``), and reports in one run:
 
 * first sync: the first refresh of a new term (everything read once, watches set);
@@ -21,6 +23,9 @@ data; the first half of the brokers hold every bundle and run hot), then runs th
 
 Each timing is also printed as a ratio to the in-memory cycle of the same data. ``--check-equal``
 then compares the watch-fed view with a full re-read (minutes at 100,000 bundles).
+
+The disruption budget's caps are off (``--budget off``: a cycle writes its whole plan at once);
+``--budget default`` keeps loadmgr's defaults (a plan released a few moves at a time).
 
 ``--serve-minutes M`` instead runs a real ``loadmgr serve`` process (Pulsar's one-minute shedding
 interval) against the populated cluster for M minutes from when it leads, then reads its
