@@ -3,9 +3,11 @@
     flock /tmp/loadmgr-heavy.lock nice -n 5 .venv/bin/python bench/live_scale.py \
         [--brokers 1000] [--bundles 100000] [--namespaces 100] [--heap-mb 1024] [--check-equal]
 
-Starts an embedded ZooKeeper (``--heap-mb``), writes a synthetic cluster into it node for node as
-agents would (:mod:`service.demo.synthetic`: broker reports, layouts, assignments, ownership, bundle
-data; the first half of the brokers hold every bundle and run hot), then runs the real leader code
+Starts an embedded ZooKeeper (``--heap-mb``) and has a cluster written into it: by default
+(``--population raw``) by ``bench/raw_populate.py``, a child process of raw kazoo clients writing
+Pulsar-shaped nodes by hand (nothing of loadmgr's own write path; see that module), or with
+``--population synthetic`` by :mod:`service.demo.synthetic`, node for node as agents would (the
+first half of the brokers hold every bundle and run hot). Then it runs the real leader code
 (``LoadView``, ``LeaderJobs``) with BalancedShedder (see ``STRATEGY``), and reports in one run:
 
 * first sync: the first refresh of a new term (everything read once, watches set);
@@ -21,6 +23,9 @@ data; the first half of the brokers hold every bundle and run hot), then runs th
 
 Each timing is also printed as a ratio to the in-memory cycle of the same data. ``--check-equal``
 then compares the watch-fed view with a full re-read (minutes at 100,000 bundles).
+
+The disruption budget's caps are off (``--budget off``: a cycle writes its whole plan at once);
+``--budget default`` keeps loadmgr's defaults (a plan released a few moves at a time).
 
 ``--serve-minutes M`` instead runs a real ``loadmgr serve`` process (Pulsar's one-minute shedding
 interval) against the populated cluster for M minutes from when it leads, then reads its
@@ -50,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from balancer.config import LoadBalancerConfig  # noqa: E402
 from balancer.cycle import plan_shedding_cycle  # noqa: E402
+from bench.live_population import RawPopulation  # noqa: E402
 from service.demo.synthetic import SyntheticCluster  # noqa: E402
 from service.leader.clock import now_ms  # noqa: E402
 from service.leader.cluster_view import DecisionLog  # noqa: E402
@@ -76,6 +82,15 @@ CONFIG = {
     "loadBalancerMaxNumberOfBrokerSheddingPerCycle": 0,
     "loadBalanceSheddingDelayInSeconds": 0,
 }
+
+
+# The disruption budget's keys the bench turns off (0 = no cap) unless ``--budget default``.
+BUDGET_KEYS = (
+    "loadBalancerMaxUnloadsInFlightPerBroker",
+    "loadBalancerMaxUnloadsInFlight",
+    "loadBalancerMaxNumberOfBrokerSheddingPerCycle",
+    "loadBalanceSheddingDelayInSeconds",
+)
 
 
 def rss_mib() -> float:
@@ -162,6 +177,8 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
             [sys.executable, "-m", "service", "serve"], cwd=ROOT, env=env, stdout=log_file, stderr=log_file
         )
         peak_rss = 0.0
+        rss = RssSampler(proc.pid)
+        rss.start()
         try:
             started = time.monotonic()
             while time.monotonic() - started < 180 and sample(scrape(), "loadmgr_is_leader") != 1:
@@ -172,6 +189,7 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
             while time.monotonic() - began < 600 and not _ready(base):
                 time.sleep(0.5)
             ready_after = time.monotonic() - began
+            rss_ready = rss.peak
             print(f"serve ready {ready_after:.1f} s after leading", flush=True)
             # Its jobs are scheduled from then on (service.leader.service._start_term).
             began = time.monotonic()
@@ -190,6 +208,7 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
                 time.sleep(1)
                 metrics = scrape()
             peak_rss = _peak_rss_mib(proc.pid)
+            rss.stop()
         finally:
             proc.terminate()
             proc.wait(timeout=60)
@@ -216,12 +235,15 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
     )
     # Each manual unload against the shedding runs it overlapped (the log's times of day).
     spans = _run_spans(text)
+    uptime_end = _uptime()
     during = [ms for at, ms, _ in probe.calls if any(a <= at <= b for a, b in spans)]
     out = {
         "serve_minutes": minutes,
         "operator_unloads": probe.summary(),
         "operator_unloads_during_shedding_ms": _spread(during),
-        "shedding_phases": [line.split("applied; ", 1)[1] for line in text.splitlines() if PHASES in line],
+        "shedding_phases": [line.split(PHASES, 1)[1] for line in text.splitlines() if PHASES in line],
+        # Each shedding run's whole span in the log (started to executed, seconds), in order.
+        "shedding_run_spans_s": [round(b - a, 2) for a, b in spans],
         "log_runs_started": sum(1 for _, what in runs if what == "started"),
         "log_runs_finished": sum(1 for _, what in runs if what == "executed"),
         "log_first_due": dues[0] if dues else None,
@@ -238,6 +260,10 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
         "mean_cycle_s": total / cycles if cycles else None,
         "ready_after_leading_s": round(ready_after, 1),
         "leader_peak_rss_mib": round(peak_rss),
+        # Sampled every 0.5 s: the peak by the time it was ready (first sync), and when the peak was.
+        "leader_rss_peak_by_ready_mib": round(rss_ready),
+        "leader_rss_peak_at": rss.peak_at,
+        "leader_rss_end_mib": round(rss.last),
         # Each run's whole wall time (prefetch + lock wait + decide + write + publish), per job.
         "whole_run_mean_s": {
             job: round(sample(metrics, f"{WALL}_sum", job=job) / n, 2)
@@ -248,6 +274,7 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
             job: _max_bucket(metrics, job) for job in ("shedding", "reconcile", "bundle-data", "split")
         },
         "serve_log": str(log_path),
+        "uptime_end": uptime_end,
     }
     out["ok"] = (
         out["log_not_started_or_raised"] == 0
@@ -282,6 +309,12 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
     print(
         f"operator unloads (REST, from outside): {out['operator_unloads']}; those that overlapped a "
         f"shedding run: {out['operator_unloads_during_shedding_ms']}",
+        flush=True,
+    )
+    print(
+        f"leader RSS: peak by ready {out['leader_rss_peak_by_ready_mib']} MiB, peak (sampled) at "
+        f"{out['leader_rss_peak_at']}, at the end {out['leader_rss_end_mib']} MiB; shedding runs (s) "
+        f"{out['shedding_run_spans_s']}",
         flush=True,
     )
     for line in out["shedding_phases"]:
@@ -383,6 +416,36 @@ def _ready(base: str) -> bool:
         return False
 
 
+class RssSampler:
+    """The serve process's resident set every half second: its peak, when, and the last sample."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+
+        self.pid, self.peak, self.last, self.peak_at = pid, 0.0, 0.0, ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                text = Path(f"/proc/{self.pid}/status").read_text()
+            except OSError:
+                return
+            m = re.search(r"^VmRSS:\s+(\d+)", text, re.M)
+            if m:
+                self.last = int(m.group(1)) / 1024
+                if self.last > self.peak:
+                    self.peak, self.peak_at = self.last, time.strftime("%H:%M:%S")
+
+
 def _peak_rss_mib(pid: int) -> float:
     """The serve process's peak resident set (VmHWM): the leader alone."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -403,6 +466,13 @@ def _max_bucket(metrics: str, job: str) -> str:
     return "-"
 
 
+def _uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
 def _seconds(hms: str) -> int:
     h, m, s = (int(x) for x in hms.split(":"))
     return h * 3600 + m * 60 + s
@@ -419,26 +489,56 @@ def main() -> int:
     ap.add_argument("--serve-minutes", type=float, help="run `loadmgr serve` this long instead")
     ap.add_argument("--profile", type=int, default=0, help="cProfile one more unchanged refresh: top N")
     ap.add_argument("--refreshes", type=int, default=10, help="more refreshes after reports changed")
+    ap.add_argument(
+        "--population",
+        choices=("raw", "synthetic"),
+        default="raw",
+        help="raw: bench/raw_populate.py's kazoo clients write the cluster; synthetic: the project's own",
+    )
+    ap.add_argument(
+        "--budget",
+        choices=("off", "default"),
+        default="off",
+        help="off: the disruption budget's caps 0 (a cycle writes its plan at once); default: loadmgr's",
+    )
     args = ap.parse_args()
-    out: dict[str, Any] = {"brokers": args.brokers, "bundles": args.bundles, "heap_mb": args.heap_mb}
+    if args.budget == "default":
+        for key in BUDGET_KEYS:
+            CONFIG.pop(key, None)
+    out: dict[str, Any] = {
+        "brokers": args.brokers,
+        "bundles": args.bundles,
+        "heap_mb": args.heap_mb,
+        "budget": args.budget,
+        "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "uptime_start": _uptime(),
+    }
     config = LoadBalancerConfig.from_dict(CONFIG)
 
     with EmbeddedZooKeeper(heap_mb=args.heap_mb) as zk:
         t0 = time.perf_counter()
-        cluster = SyntheticCluster(
-            zk.hosts,
-            args.brokers,
-            args.bundles,
-            args.namespaces,
-            brokers_per_session=20,
-            session_timeout_s=30,
-        )
-        cluster.populate()
+        cluster: Any
+        if args.population == "raw":
+            cluster = RawPopulation(zk.hosts, args.brokers, args.bundles, args.namespaces)
+            out["population"] = {"kind": "raw (bench/raw_populate.py, kazoo)", **cluster.summary}
+            out["report_bytes"] = cluster.report_bytes()
+        else:
+            cluster = SyntheticCluster(
+                zk.hosts,
+                args.brokers,
+                args.bundles,
+                args.namespaces,
+                brokers_per_session=20,
+                session_timeout_s=30,
+            )
+            cluster.populate()
+            out["population"] = {"kind": "synthetic (service/demo/synthetic.py)"}
+            sizes = [len(json.dumps(cluster.report(b).to_json_dict())) for b in sorted(cluster.group_of)[:5]]
+            out["report_bytes"] = max(sizes)
         out["populate_s"] = time.perf_counter() - t0
-        sizes = [len(json.dumps(cluster.report(b).to_json_dict())) for b in sorted(cluster.group_of)[:5]]
-        out["report_bytes"] = max(sizes)
         print(
-            f"populated in {out['populate_s']:.1f} s; largest sampled broker report {max(sizes)} bytes",
+            f"populated ({out['population']['kind']}) in {out['populate_s']:.1f} s; largest sampled broker "
+            f"report {out['report_bytes']} bytes",
             flush=True,
         )
         if args.serve_minutes:

@@ -29,9 +29,10 @@ the last refresh are looked at (its journal), all of them after a full re-read.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,9 +43,10 @@ from balancer.placement.base import PlacementStrategy
 from balancer.placement.context import PlacementContext
 from balancer.report_fold import ReportIndex, fold_reports, refresh_time_averages
 from balancer.shedding.base import LoadSheddingStrategy
+from service.leader.stored_bundles import Packed, StoredBundles, pack
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.policies import PlacementPolicies, PolicyTrees
-from service.zookeeper.metadata.records import parse_layout
+from service.zookeeper.metadata.records import parse_assignment, parse_layout
 from service.zookeeper.metadata.store import Assignment, Owner, Versioned, ZkStore
 from service.zookeeper.session.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
 from service.zookeeper.session.validate import BadNode, decode
@@ -66,7 +68,7 @@ class Snapshot:
     layouts: dict[str, Versioned[NamespaceBundles]]
     owners: dict[str, Owner]
     assignments: dict[str, Versioned[Assignment]]
-    stored_bundle_data: dict[str, BundleData] = field(default_factory=dict)
+    stored_bundle_data: Mapping[str, BundleData] = field(default_factory=dict)
     folded: list[str] = field(default_factory=list)  # brokers whose new reports this refresh sampled
     new_brokers: set[str] = field(default_factory=set)
     dead_brokers: set[str] = field(default_factory=set)
@@ -121,9 +123,8 @@ class ClusterCache:
         self.assignments: WatchedTree[Versioned[Assignment]] = w.tree(
             "assignments", P.ASSIGNMENTS, store.decode_assignment
         )
-        self.bundle_data: WatchedTree[BundleData] = w.tree(
-            "bundle-data", P.BUNDLE_DATA, store.decode_bundle_data
-        )
+        # Packed (service.leader.stored_bundles): read rarely, held for every bundle.
+        self.bundle_data: WatchedTree[Packed] = w.tree("bundle-data", P.BUNDLE_DATA, self._decode_bundle_data)
         # Pulsar 2.8+ keeps quotas at <RESOURCE_QUOTA>/<bundle>; pre-2.8 nodes under namespace/ count
         # only where no new one exists (as ZkStore.read_quotas).
         self.quotas: WatchedTree[Any] = w.tree("quotas", P.RESOURCE_QUOTA, store.decode_quota)
@@ -149,6 +150,10 @@ class ClusterCache:
         found = dict(self.policy_layouts.values)
         found.update(self.layouts.values)
         return found
+
+    def _decode_bundle_data(self, path: str, raw: bytes, stat: Any) -> Packed | None:
+        data = self.store.decode_bundle_data(path, raw, stat)
+        return None if data is None else pack(data)
 
     def _decode_policies_layout(self, path: str, raw: bytes, stat: Any) -> Versioned[NamespaceBundles] | None:
         namespace = path[len(P.TENANT_POLICIES) + 1 :]
@@ -241,11 +246,30 @@ class LoadView:
             if doc is None:
                 cache.assignments.note_deleted(bundle)
                 return
-            # Decoded by the store's own parser from the very bytes written: the cache holds what
-            # a read would return.
-            path = P.assignment_path(bundle)
-            got = cache.store.decode_assignment(path, doc, _Stat(version))
+            # Decoded by the store's own record parser from the very bytes written: the cache holds
+            # what a read would return. Our own bytes: no size and depth bounds, no malformed log
+            # (a cycle notes tens of thousands of writes).
+            try:
+                got: Versioned[Assignment] | None = Versioned(parse_assignment(json.loads(doc)), version)
+            except (ValueError, BadNode):
+                got = cache.store.decode_assignment(P.assignment_path(bundle), doc, _Stat(version))
             cache.assignments.note_written(bundle, got, version)
+
+    def nodes_now(self, store: ZkStore, tree: str, bundles: list[str]) -> dict[str, Any] | None:
+        """``bundles``' values in the watch-fed tree ``tree`` ("owners", "assignments"), brought up
+        to date first: only the nodes whose watch fired are read, so following thousands of moves
+        costs what changed, not a read per move. None when the tree must first be read whole (a new
+        term, a connection gap): the caller reads its nodes itself rather than all of them here."""
+        cache = self.cache
+        if cache is None or cache.store is not store:
+            return None
+        with cache.lock:
+            watched = cache.watch.trees[tree]
+            if watched.needs_resync:
+                return None
+            cache.watch.sync([tree])
+            values = watched.values
+            return {b: got for b in bundles if (got := values.get(b)) is not None}
 
     def deleted_bundle_data(self, bundle: str) -> None:
         if self.cache is not None:
@@ -281,9 +305,9 @@ class LoadView:
         self.bundle_data_versions[bundle] = version
         data = self.load.bundle_data.get(bundle)
         if self.cache is not None and data is not None:
-            # A copy: the view's own object keeps taking samples after the write.
+            # Packed: a copy by value (the view's own object keeps taking samples after the write).
             with self.cache.lock:
-                self.cache.bundle_data.note_written(bundle, data.model_copy(deep=True), version)
+                self.cache.bundle_data.note_written(bundle, pack(data), version)
 
     def seeded(self, bundle: str, version: int | None) -> None:
         """``bundle`` entered ``load.bundle_data`` from its stored node at ``version`` (None: no node):
@@ -400,7 +424,7 @@ def _snapshot_of(cache: ClusterCache, now_ms: int, bundle_data: bool, cluster: s
     if bundle_data:
         # Anti-affinity groups of namespaces with a readable layout only, as the layouts list them.
         snap.policies = cache.policies.current(cluster, sorted(snap.layouts))
-        snap.stored_bundle_data = dict(cache.bundle_data.values)
+        snap.stored_bundle_data = StoredBundles(dict(cache.bundle_data.values))
         snap.bundle_data_versions = dict(cache.bundle_data.versions)
         snap.report_versions = dict(cache.brokers.versions)
         snap.bundle_data_mark = cache.bundle_data.mark()

@@ -142,8 +142,13 @@ class PacedMoves:
         return served
 
     def _owners_now(self, bundles: list[str]) -> dict[str, str]:
-        """Each bundle's owner as its ownership node says now: pipelined reads (a plan without a
-        budget has thousands of moves in flight)."""
+        """Each bundle's owner as its ownership node says now. ZooKeeper-native: from the view's
+        watch-fed ownership tree (a plan without a budget has tens of thousands of moves in flight,
+        followed every tick: only the nodes that changed are read); else, or before that tree is
+        read, multiRead of every node."""
+        cached = self.view.nodes_now(self.store, "owners", bundles) if self.zk_native else None
+        if cached is not None:
+            return {b: o.broker for b, o in cached.items()}
         paths = {P.ownership_path(b): b for b in bundles}
         nodes = self.store.get_many(list(paths))
         out: dict[str, str] = {}
@@ -273,12 +278,18 @@ class PacedMoves:
     def _write_batched(self, entries: list[Entry], now: int) -> list[Entry]:
         """ZooKeeper-native: fenced, compare-and-set on each assignment as read now."""
         by_bundle = {e.bundle: e for e in entries}
-        paths = {P.assignment_path(b): b for b in by_bundle}
-        current: dict[str, Versioned[Assignment]] = {}
-        for path, (raw, stat) in self.store.get_many(list(paths)).items():
-            assigned = self.store.decode_assignment(path, raw, stat)
-            if assigned is not None:
-                current[paths[path]] = assigned
+        # Compare-and-set on the version the watch-fed tree has now (this leader's own writes are
+        # noted in it): one that changed since is refused by ZooKeeper, not overwritten.
+        current: dict[str, Versioned[Assignment]] | None = self.view.nodes_now(
+            self.store, "assignments", list(by_bundle)
+        )
+        if current is None:
+            current = {}
+            paths = {P.assignment_path(b): b for b in by_bundle}
+            for path, (raw, stat) in self.store.get_many(list(paths)).items():
+                assigned = self.store.decode_assignment(path, raw, stat)
+                if assigned is not None:
+                    current[paths[path]] = assigned
         try:
             with self._writing(by_bundle):
                 result = self.assigner.unload_many(

@@ -28,6 +28,7 @@ from service.leader.jobs import LeaderJobs
 from service.leader.load_view import LoadView
 from service.leader.metrics_sink import NoMetrics
 from service.leader.service import make_strategies
+from service.leader.stored_bundles import unpack
 from service.longterm.merge import merge_long_term
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.policies import read_placement_policies
@@ -68,7 +69,9 @@ def _differences(view: LoadView, leader: ZkStore, admin: ZkStore) -> list[str]:
     if cache.bundle_data.versions != {b: got.version for b, got in nodes.items()}:
         full = {b: g.version for b, g in nodes.items()}
         out.append(f"bundle-data versions: {_diff(cache.bundle_data.versions, full)}")
-    if cache.bundle_data.values != {b: got.value for b, got in nodes.items() if got.value is not None}:
+    # Held packed (service.leader.stored_bundles); given back as the BundleData a full read decodes.
+    full_data = {b: got.value for b, got in nodes.items() if got.value is not None}
+    if {b: unpack(p) for b, p in cache.bundle_data.values.items()} != full_data:
         out.append("bundle-data values")
     policies = cache.policies.current("", sorted(snap.layouts))
     full_policies = read_placement_policies(admin, "", sorted(layouts))

@@ -125,16 +125,7 @@ def get_with_watches(
     client.exists("/")  # a round trip, so last_zxid is the server's current one
     since = int(client.last_zxid)
     full = [_prefix_root(client.chroot, p) for p in paths]
-    out: list[tuple[bytes, Any] | None] = []
-    window: list[Any] = []
-    for start in range(0, len(full), READ_BATCH):
-        result = client.handler.async_result()
-        client._call(MultiRead(full[start : start + READ_BATCH]), result)
-        window.append(result)
-        if len(window) >= IN_FLIGHT:
-            out.extend(window.pop(0).get(timeout=timeout))
-    for result in window:
-        out.extend(result.get(timeout=timeout))
+    out = _multi_read(client, full, timeout)
     existing = [p for p, got in zip(full, out, strict=True) if got is not None]
     absent = [p for p, got in zip(full, out, strict=True) if got is None] if absent_too else []
     for p in existing + absent:  # where kazoo dispatches the server's events for these paths
@@ -150,6 +141,26 @@ def get_with_watches(
         pending.append(result)
     for result in pending:
         result.get(timeout=timeout)
+    return out
+
+
+def get_many(client: KazooClient, paths: Sequence[str], timeout: float) -> list[tuple[bytes, Any] | None]:
+    """``(data, stat)`` (None: no such node) of every path, in ``multiRead`` batches, no watch: a
+    thousand nodes a request instead of one (the leader re-reads each move's nodes before writing)."""
+    return _multi_read(client, [_prefix_root(client.chroot, p) for p in paths], timeout)
+
+
+def _multi_read(client: KazooClient, full: Sequence[str], timeout: float) -> list[tuple[bytes, Any] | None]:
+    out: list[tuple[bytes, Any] | None] = []
+    window: list[Any] = []
+    for start in range(0, len(full), READ_BATCH):
+        result = client.handler.async_result()
+        client._call(MultiRead(full[start : start + READ_BATCH]), result)
+        window.append(result)
+        if len(window) >= IN_FLIGHT:
+            out.extend(window.pop(0).get(timeout=timeout))
+    for result in window:
+        out.extend(result.get(timeout=timeout))
     return out
 
 
