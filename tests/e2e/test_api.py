@@ -64,11 +64,16 @@ def test_bundles_filters_and_detail(api: httpx.Client, demo: Demo) -> None:
 
 
 def test_lookup_returns_the_owner_of_the_topics_bundle(api: httpx.Client) -> None:
-    r = api.get("/lookup/persistent://public/default/orders")
-    assert r.status_code == 200, r.text
-    body = r.json()
-    owners = {b["bundle"]: b["owner"] for b in _bundles(api)}
-    assert owners[body["bundle"]] == body["broker"]
+    # The demo keeps balancing: the lookup and the list agree once no paced move landed between them.
+    for _ in range(10):
+        r = api.get("/lookup/persistent://public/default/orders")
+        assert r.status_code == 200, r.text
+        body = r.json()
+        owners = {b["bundle"]: b["owner"] for b in _bundles(api)}
+        if owners[body["bundle"]] == body["broker"]:
+            break
+    else:
+        raise AssertionError(f"the lookup never agreed with the bundle list: {body} {owners}")
     assert api.get("/lookup/persistent/public/default/orders").json()["bundle"] == body["bundle"]
     assert api.get("/lookup/a/b/c/d/e/f").status_code == 422
     assert api.get("/lookup/persistent://no/such-namespace/t").status_code == 404

@@ -18,6 +18,9 @@ from service.zookeeper.session.security import ZkSecurity
 ROOT = Path(__file__).resolve().parents[2]
 FACTORY = ROOT / "service" / "zookeeper" / "session" / "client.py"
 PROJECT = ("service", "bench", "scripts", "deploy")
+# Writes a population the leader did not write, by hand and on purpose without loadmgr's code (issue 49,
+# item 13: "populated by raw ZooKeeper clients"): the one bare client the project means to build.
+OUTSIDE_ON_PURPOSE = {ROOT / "bench" / "raw_populate.py"}
 
 
 def _constructions(path: Path) -> list[str]:
@@ -52,8 +55,11 @@ def _project_files() -> list[Path]:
 
 
 def test_no_zookeeper_client_is_built_outside_the_factory() -> None:
-    found = [c for p in _project_files() if p != FACTORY for c in _constructions(p)]
+    found = [
+        c for p in _project_files() if p != FACTORY and p not in OUTSIDE_ON_PURPOSE for c in _constructions(p)
+    ]
     assert found == []
+    assert all(_constructions(p) for p in OUTSIDE_ON_PURPOSE), "an exception that no longer builds one"
     assert _constructions(FACTORY), "the factory itself must be the one construction"
 
 
