@@ -145,6 +145,17 @@ class Serve:
         params = {"limit": "500", **({"kind": kind} if kind else {})}
         return list(self.http.get("/decisions", params=params).json()["decisions"])
 
+    def written_moves(self, kind: str, ns: str) -> list[dict[str, Any]]:
+        """``ns``'s moves of ``kind`` that were written, in release order. Moves are logged when
+        planned; those that waited their turn under the disruption budget and were planned again
+        were never written."""
+        got = [
+            d
+            for d in self.decisions(kind)
+            if d["applied"] and d["bundle"] and d["bundle"].startswith(ns + "/")
+        ]
+        return sorted(got, key=lambda d: d.get("releasedMs") or d["timeMs"])
+
     def metric(self, name: str) -> float | None:
         for line in self.http.get("/metrics").text.splitlines():
             if line.startswith(name + "{") or line.startswith(name + " "):

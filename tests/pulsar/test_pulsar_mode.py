@@ -209,14 +209,7 @@ def test_skewed_cluster_is_balanced_by_moves_pulsar_carries_out(
         last: dict[str, str] = {}
 
         def written() -> list[dict[str, Any]]:
-            # Moves are logged when planned; only those written count (the others waited their turn
-            # under the disruption budget and were re-planned).
-            got = [
-                d
-                for d in s.decisions("shedding")
-                if d["applied"] and d["bundle"] and d["bundle"].startswith(ns + "/")
-            ]
-            return sorted(got, key=lambda d: d.get("releasedMs") or d["timeMs"])
+            return s.written_moves("shedding", ns)
 
         def as_decided() -> bool:
             last.clear()
