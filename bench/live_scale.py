@@ -81,6 +81,7 @@ CONFIG = {
     "loadBalancerMaxUnloadsInFlight": 0,
     "loadBalancerMaxNumberOfBrokerSheddingPerCycle": 0,
     "loadBalanceSheddingDelayInSeconds": 0,
+    "loadBalancerUnloadSpacingSeconds": 0,
 }
 
 
@@ -90,6 +91,7 @@ BUDGET_KEYS = (
     "loadBalancerMaxUnloadsInFlight",
     "loadBalancerMaxNumberOfBrokerSheddingPerCycle",
     "loadBalanceSheddingDelayInSeconds",
+    "loadBalancerUnloadSpacingSeconds",
 )
 
 

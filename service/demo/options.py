@@ -82,5 +82,7 @@ def demo_config(opts: DemoOptions) -> LoadBalancerConfig:
             "loadBalancerBundleUnloadMinThroughputThreshold": 1.0,
             # Pulsar's 180 s on the demo's clock (its grace period is 60 times shorter than Pulsar's)
             "loadBalanceSheddingDelayInSeconds": 3,
+            # and 15 s between two unloads at one broker on the demo's clock
+            "loadBalancerUnloadSpacingSeconds": 0.25,
         }
     )

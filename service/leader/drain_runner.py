@@ -161,7 +161,7 @@ class DrainRunner:
             return False
         if state.in_flight is not None and self._on_its_way(state):
             return False  # two node reads, no refresh of the whole view, no service lock
-        if state.in_flight is None and self._budget_full():
+        if state.in_flight is None and self._budget_full(state):
             return False  # the next bundle goes when the cluster's moves in flight leave room
         with contextlib.suppress(ServiceError):
             self._loadview.prefetch(self.store)  # the reads outside the service lock, as the jobs do
@@ -242,15 +242,21 @@ class DrainRunner:
             return assigned is not None and assigned.value.broker == f.destination
         return True
 
-    def _budget_full(self) -> bool:
-        """The disruption budget's cluster-wide cap (``loadBalancerMaxUnloadsInFlight``) is taken by
+    def _budget_full(self, state: DrainState) -> bool:
+        """The drained broker's last unload started under ``loadBalancerUnloadSpacingSeconds`` ago
+        (the destination the drain picks next is checked by nobody: placement spreads them), or the
+        disruption budget's cluster-wide cap (``loadBalancerMaxUnloadsInFlight``) is taken by
         moves in flight (shedding's, operators', this drain's own): the drain waits its turn. Its own
         pace (one bundle in flight, the next once it is served) is the per-broker cap of 1."""
+        now = now_ms()
+        spacing = self._config.loadBalancerUnloadSpacingSeconds * 1000
+        last = self.jobs.moves.last_started(state.broker)
+        if spacing > 0 and last is not None and now - last < spacing:
+            return True  # loadBalancerUnloadSpacingSeconds after the drained broker's last unload
         cap = self._config.loadBalancerMaxUnloadsInFlight
         if cap <= 0:
             return False
         timeout = self._config.loadBalancerUnloadServedTimeoutSeconds * 1000
-        now = now_ms()
         holding = [
             e
             for e in self.jobs.moves.in_flight()

@@ -190,6 +190,9 @@ class LoadView:
         # Pulsar mode: the brokers' kind completes what ZooKeeper holds of their load and ownership
         # (service.pulsar.broker_kind); None: ZooKeeper's nodes are the whole picture.
         self.overlay: Overlay | None = None
+        # ...and where ownership is kept when it is not ZooKeeper's nodes (None, or returning None:
+        # read the nodes).
+        self.owners_elsewhere: Callable[[], dict[str, Owner] | None] | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -285,6 +288,7 @@ class LoadView:
         copy.cache = self.cache
         copy._cache_lock = self._cache_lock
         copy.overlay = self.overlay
+        copy.owners_elsewhere = self.owners_elsewhere
         copy.load = self.load.model_copy(deep=True)
         copy.ctx = deepcopy(self.ctx)
         copy.cordoned = self.cordoned

@@ -170,7 +170,9 @@ class Maintenance(DrainRunner):
                 )
             self.cordon(broker, principal, reason="drain")
             now = now_ms()
-            owned = [b for b, o in self.store.read_owners().items() if o.broker == broker]
+            elsewhere = self._loadview.owners_elsewhere
+            owners = (elsewhere() if elsewhere is not None else None) or self.store.read_owners()
+            owned = [b for b, o in owners.items() if o.broker == broker]
             todo = len(remaining(owned))
             if current is not None and current.broker == broker and current.state == STOPPED:
                 state = current

@@ -94,6 +94,8 @@ class MoveQueue:
         self._queued: list[Entry] = []
         self._in_flight: dict[str, Entry] = {}
         self.history: dict[str, BrokerHistory] = {}
+        # Per broker, when the last unload it was the source or destination of started (any kind).
+        self.started: dict[str, int] = {}
         self._plans = itertools.count(1)
         self._on_planned = on_planned
         self._on_ended = on_ended
@@ -159,7 +161,8 @@ class MoveQueue:
             queue = [e.queued() for e in self._queued]
             flights = [e.flight() for e in self._in_flight.values()]
             history = dict(self.history)
-        sched = pace(queue, flights, history, now, limits)
+            started = dict(self.started)
+        sched = pace(queue, flights, history, now, limits, started)
         with self._lock:
             self.last_schedule, self.last_schedule_ms = sched, now
         return sched
@@ -173,6 +176,7 @@ class MoveQueue:
             flights = [e.flight() for e in self._in_flight.values()]
             history = dict(self.history)
             carried = {e.source for e in self._queued if e.kind == "shedding" and e.source is not None}
+            started = dict(self.started)
         plan = -1
         for broker in carried:
             history[broker] = BrokerHistory(history.get(broker, BrokerHistory()).last_unload_ms, plan)
@@ -182,7 +186,7 @@ class MoveQueue:
             )
             for m in moves
         ]
-        return pace(others + mine, flights, history, now, limits)
+        return pace(others + mine, flights, history, now, limits, started)
 
     def take_many(self, bundles: Iterable[str], now: int) -> list[Entry]:
         """Take these bundles' queued moves to be written now, in queue order. Each counts as in
@@ -194,6 +198,7 @@ class MoveQueue:
             self._queued = [e for e in self._queued if e.bundle not in wanted]
             for entry in taken:
                 entry.since_ms = now
+                self._started(entry, now)
                 self._in_flight.setdefault(entry.bundle, entry)
         return taken
 
@@ -203,12 +208,23 @@ class MoveQueue:
         with self._lock:
             earlier = self._in_flight.get(entry.bundle)
             entry.released_ms = entry.since_ms = now
+            self._started(entry, now)
             entry.reason = getattr(entry.move.explanation, "reason", "") or ""
             self._in_flight[entry.bundle] = entry
             if entry.kind == "shedding" and entry.source is not None:
                 self.history[entry.source] = BrokerHistory(now, entry.plan)
         if earlier is not None and earlier is not entry:
             self._ended(earlier, "unserved", "its bundle was unloaded again before it was served")
+
+    def _started(self, entry: Entry, now: int) -> None:
+        for broker in (entry.source, entry.destination):
+            if broker is not None:
+                self.started[broker] = max(now, self.started.get(broker, now))
+
+    def last_started(self, broker: str) -> int | None:
+        """When the last unload ``broker`` was the source or destination of started."""
+        with self._lock:
+            return self.started.get(broker)
 
     def track(self, move: Any, kind: str, now: int) -> Entry:
         """A move written outside the queue (an operator's unload): followed until served, and
@@ -242,6 +258,7 @@ class MoveQueue:
             gone = self._queued + list(self._in_flight.values())
             self._queued, self._in_flight = [], {}
             self.history = {}
+            self.started = {}
             self.last_schedule = None
             self.term = None
         for e in gone:

@@ -146,6 +146,9 @@ class PacedMoves:
         watch-fed ownership tree (a plan without a budget has tens of thousands of moves in flight,
         followed every tick: only the nodes that changed are read); else, or before that tree is
         read, multiRead of every node."""
+        elsewhere = self.view.owners_elsewhere() if self.view.owners_elsewhere is not None else None
+        if elsewhere is not None:  # Extensible brokers: their service-unit state channel
+            return {b: elsewhere[b].broker for b in bundles if b in elsewhere}
         cached = self.view.nodes_now(self.store, "owners", bundles) if self.zk_native else None
         if cached is not None:
             return {b: o.broker for b, o in cached.items()}

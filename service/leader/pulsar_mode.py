@@ -148,6 +148,7 @@ class PulsarMode:
             return
         if self.pulsar_kinds is not None:
             self._loadview.overlay = self.pulsar_kinds.view
+            self._loadview.owners_elsewhere = self.pulsar_kinds.owners
         self._watch_brokers()
         self._pulsar_thread = threading.Thread(target=self._pulsar_loop, name="pulsar-settings", daemon=True)
         self._pulsar_thread.start()

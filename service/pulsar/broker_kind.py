@@ -43,6 +43,10 @@ class BrokerKind(Protocol):
     ) -> tuple[dict[str, LocalBrokerData], dict[str, Owner]]:
         """The registry and ownership as read from ZooKeeper -> brokers with load, and owners."""
 
+    def owners(self) -> dict[str, Owner] | None:
+        """Each bundle's owner now, where this kind keeps ownership; None: ZooKeeper's ``/namespace``
+        nodes (the caller reads them)."""
+
     def close(self) -> None: ...
 
 
@@ -59,6 +63,9 @@ class ModularKind:
         self, brokers: dict[str, LocalBrokerData], owners: dict[str, Owner]
     ) -> tuple[dict[str, LocalBrokerData], dict[str, Owner]]:
         return brokers, owners  # the very same: the load view keeps everything it read
+
+    def owners(self) -> dict[str, Owner] | None:
+        return None
 
     def close(self) -> None:
         pass
@@ -82,6 +89,11 @@ class ExtensibleKind:
     ) -> tuple[dict[str, LocalBrokerData], dict[str, Owner]]:
         # Modular's /namespace nodes (none on an Extensible cluster) do not count here.
         return self.reads.view(brokers)
+
+    def owners(self) -> dict[str, Owner] | None:
+        # Extensible keeps no /namespace nodes: a move is served when the channel says Owned by its
+        # destination (reading ZooKeeper here left every transfer "unowned" until its timeout).
+        return self.reads.owners()
 
     def close(self) -> None:
         self.reads.close()
@@ -123,6 +135,9 @@ class BrokerKinds:
         self, brokers: dict[str, LocalBrokerData], owners: dict[str, Owner]
     ) -> tuple[dict[str, LocalBrokerData], dict[str, Owner]]:
         return self.current.view(brokers, owners)
+
+    def owners(self) -> dict[str, Owner] | None:
+        return self.current.owners()
 
     def close(self) -> None:
         self.current.close()

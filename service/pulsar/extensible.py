@@ -243,6 +243,11 @@ class ExtensibleReads:
             brokers = {b: self._views.get(b, reg) for b, reg in registry.items()}
             return brokers, owners_of(self._units)
 
+    def owners(self) -> dict[str, Owner]:
+        """The channel's owners as read so far (the move tick asks every second where moves landed)."""
+        with self._lock:
+            return owners_of(self._units)
+
     # ---- the thread --------------------------------------------------------------------------------
     def start(self, table_view: str) -> None:
         if self._thread is not None and self.table_view == table_view:

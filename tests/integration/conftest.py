@@ -43,6 +43,8 @@ FAST = {
     # Pulsar's 180 s scaled as the shedding interval is (60 s -> 3 s): a test's second plan is not
     # held for three minutes behind its first.
     "loadBalanceSheddingDelayInSeconds": 9,
+    # The default 15 s between two unloads at one broker, on the same clock.
+    "loadBalancerUnloadSpacingSeconds": 0.75,
 }
 
 

@@ -114,6 +114,8 @@ def test_a_plan_from_one_broker_goes_one_move_at_a_time_each_after_the_previous_
     for before, after in itertools.pairwise(served):
         assert after.released_ms is not None and before.served_ms is not None
         assert after.released_ms >= before.served_ms, (before, after)
+        # ...and loadBalancerUnloadSpacingSeconds after the one before started (b1 is every source).
+        assert after.released_ms - before.released_ms >= 750, (before, after)
     # Those waiting said why (their turn behind the move in flight), and the histogram has each move.
     count, total = _served_histogram(metrics)
     assert count == MOVES

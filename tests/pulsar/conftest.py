@@ -192,6 +192,9 @@ def _serve_factory(cluster: PulsarCluster, tmp_path: Path) -> Callable[..., Serv
             "LOADMGR_ZK_SESSION_TIMEOUT_S": "6",
             "LOADMGR_PULSAR_CHECK_INTERVAL_S": "5",
             "LOADMGR_loadBalancerSheddingIntervalMinutes": "0.1",
+            # Pulsar's clock is sped up 10 times here (a cycle every 6 s): 15 s between two unloads
+            # at one broker becomes 1.5 s.
+            "LOADMGR_loadBalancerUnloadSpacingSeconds": "1.5",
             **(extra_env or {}),
         }
         out = open(log, "wb")  # noqa: SIM115 - the child's log for its lifetime

@@ -134,7 +134,9 @@ def test_a_bundle_in_flight_is_not_released_twice_and_no_caps_releases_everythin
 
 def test_limits_come_from_the_pulsar_style_keys_with_their_defaults() -> None:
     config = LoadBalancerConfig()
-    assert PacingLimits.of(config) == PacingLimits(1, 3, 3, 180_000, 30_000, per_destination=1)
+    assert PacingLimits.of(config) == PacingLimits(
+        1, 3, 3, 180_000, 30_000, per_destination=1, spacing_ms=15_000
+    )
     got = PacingLimits.of(
         config.with_updates(
             {
@@ -144,10 +146,11 @@ def test_limits_come_from_the_pulsar_style_keys_with_their_defaults() -> None:
                 "loadBalancerMaxUnloadsInFlight": 0,
                 "loadBalancerUnloadServedTimeoutSeconds": 2.5,
                 "loadBalancerMaxUnloadsInFlightPerDestination": 0,
+                "loadBalancerUnloadSpacingSeconds": 0.5,
             }
         )
     )
-    assert got == PacingLimits(2, 0, 5, 0, 2_500, per_destination=0)
+    assert got == PacingLimits(2, 0, 5, 0, 2_500, per_destination=0, spacing_ms=500)
     assert "loadBalancerMaxUnloadsInFlightPerBroker" in LoadBalancerConfig.dynamic_keys()
 
 
@@ -199,3 +202,29 @@ def test_a_joining_broker_receives_one_bundle_at_a_time_from_several_sources() -
     to_d = MoveInFlight("ns/b9", "e:8080", D, "shedding", 1, 0)
     assert [m.bundle for m in pace(mixed, [to_d], {}, 0, capped).release] == ["ns/b1", "ns/b2"]
     assert len(pace(plan, [], {}, 0, limits()).release) == 3
+
+
+def test_spacing_between_two_unloads_at_one_broker_operators_go_at_once() -> None:
+    spaced = limits(per_broker=0, cluster=0, spacing_ms=15_000)
+    # Two moves from one source: the first goes, the second waits; a move between two other
+    # brokers goes too (spacing is per broker, so a large cluster still moves in parallel).
+    plan = [q(1, A, C), q(2, A, D), q(3, B, N)]
+    got = pace(plan, [], {}, 100_000, spaced)
+    assert got.release == [plan[0], plan[2]] and reasons(got) == {"ns/b2": "spacing"}
+    why = got.waiting[0][1]
+    assert "loadBalancerUnloadSpacingSeconds" in why.message and why.numbers["broker"] == A
+    # 14.9 s after A's last unload started it still waits; at 15 s it goes.
+    assert reasons(pace(plan[1:2], [], {}, 114_900, spaced, {A: 100_000})) == {"ns/b2": "spacing"}
+    assert pace(plan[1:2], [], {}, 115_000, spaced, {A: 100_000}).release == plan[1:2]
+    # The destination's end counts too: D received a bundle 1 s ago.
+    got = pace([q(4, B, D)], [], {}, 101_000, spaced, {D: 100_000})
+    assert reasons(got) == {"ns/b4": "spacing"} and got.waiting[0][1].numbers["broker"] == D
+    # Drain moves are spaced; an operator's unload is not, but the next one at its broker waits for it.
+    assert reasons(pace([q(5, A, C, kind="drain")], [], {}, 101_000, spaced, {A: 100_000})) == {
+        "ns/b5": "spacing"
+    }
+    manual, after = q(6, A, C, kind="manual"), q(7, A, D)
+    got = pace([after, manual], [], {}, 101_000, spaced, {A: 100_000})
+    assert got.release == [manual] and reasons(got) == {"ns/b7": "spacing"}
+    # 0 turns it off.
+    assert pace(plan, [], {}, 100_000, limits(per_broker=0, cluster=0), {A: 99_999}).release == plan
