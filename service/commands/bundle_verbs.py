@@ -21,7 +21,7 @@ from service.commands.client import (
     run_api,
 )
 from service.commands.output import emit, table
-from service.commands.render import broker_reasons, decision_text, split_text
+from service.commands.render import broker_reasons, decision_text, split_text, wait_reasons, when_text
 
 
 def register(sub: Any) -> None:
@@ -183,17 +183,15 @@ def _dry_run(args: argparse.Namespace) -> int:
         reasons = broker_reasons(shedding)
         # The disruption budget's schedule: each move now, or waiting and why (issue 46).
         sched = r.get("schedule") or {}
-        now = set(sched.get("now") or [])
-        waits = {w.get("bundle"): w for w in sched.get("waiting") or [] if isinstance(w, dict)}
         if sched:
-            rows = [
-                [*row, "now" if row[0] in now else f"waits: {(waits.get(row[0]) or {}).get('message', '')}"]
-                for row in rows
-            ]
+            rows = [[*row, when_text(row[0], sched)] for row in rows]
         head = ["bundle", "from", "to", "reason"] + (["when"] if sched else [])
+        waits = wait_reasons(sched)
 
         def render() -> list[Any]:
-            out: list[Any] = [table(rows, head) if rows else "nothing to move"]
+            out: list[Any] = [table(rows, head, left=len(head)) if rows else "nothing to move"]
+            if waits:  # each wait's whole reason once, wrapped within the terminal
+                out.append(table(waits, ["waits", "moves", "why"], left=3))
             flying = sched.get("inFlight") or []
             if flying:
                 out.append(f"{len(flying)} move(s) in flight, not yet served at their destination")

@@ -115,3 +115,28 @@ def broker_reasons(shedding: Any) -> list[list[str]]:
         e = brokers[broker] if isinstance(brokers[broker], dict) else {}
         rows.append([broker, str(e.get("reason") or ""), str(e.get("message") or "")])
     return rows
+
+
+def _waiting(sched: Any) -> list[dict[str, Any]]:
+    got = sched.get("waiting") if isinstance(sched, dict) else None
+    return [w for w in got if isinstance(w, dict)] if isinstance(got, list) else []
+
+
+def when_text(bundle: Any, sched: Any) -> str:
+    """A dry-run move's ``when`` cell: ``now``, or ``waits: <reason code>`` (``source_busy``,
+    ``spacing`` ...). The code only: the whole reason names brokers, bundles and a config key (some
+    200 characters), which pushed the table past the terminal; :func:`wait_reasons` prints it once."""
+    if bundle in ((sched.get("now") if isinstance(sched, dict) else None) or []):
+        return "now"
+    w = next((w for w in _waiting(sched) if w.get("bundle") == bundle), None)
+    return f"waits: {(w or {}).get('reason') or 'unknown'}"
+
+
+def wait_reasons(sched: Any) -> list[list[Any]]:
+    """Each distinct reason moves wait for, in full, with how many moves wait for it (moves from one
+    broker all wait for the same bundle): rows of ``waits``, ``moves``, ``why``."""
+    counts: dict[tuple[str, str], int] = {}
+    for w in _waiting(sched):
+        key = (str(w.get("reason") or "unknown"), str(w.get("message") or ""))
+        counts[key] = counts.get(key, 0) + 1
+    return [[code, n, message] for (code, message), n in counts.items()]

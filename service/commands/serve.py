@@ -218,11 +218,8 @@ def _serve(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        from service.longterm.history_meta import write_meta
-
         check_history_owner(history_uri, cluster)
-        history = HistorySink(history_uri)
-        write_meta(history_uri, config, cluster)  # what loadmgr replay assumes the leader ran
+        history = HistorySink(history_uri)  # writes nothing until the leader's first cycle
     # REST and the watches wait on I/O while a cycle's thread computes; each wake-up then waits for the
     # interpreter lock up to the switch interval (5 ms by default), many times per request. 1 ms keeps
     # an operator's request from queueing behind a 30,000-move cycle (bench/live_scale.py).
@@ -236,6 +233,13 @@ def _serve(args: argparse.Namespace) -> int:
             history.close()
         raise
     try:
+        if history is not None:
+            from service.longterm.history_meta import write_meta
+
+            # Only once the mode check passed: a refused start leaves no history directory behind,
+            # nor overwrites the config another run recorded. The first cycle comes later anyway: it
+            # waits for leadership and the first full sync.
+            write_meta(history_uri, config, cluster)  # what loadmgr replay assumes the leader ran
         app = create_app(service, settings, metrics.registry)
         server = uvicorn.Server(
             uvicorn.Config(

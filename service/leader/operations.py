@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from balancer.bundles import namespace_of, split_bundle_name, topic_namespace
-from balancer.errors import UnknownBroker, UnknownBundle
+from balancer.errors import Conflict, UnknownBroker, UnknownBundle
 from balancer.explain import Explanation, explain
 from balancer.placement.pipeline import select_broker
 from service.errors import AdminRequired, BundleBusy, NotLeader, StoreUnavailable
@@ -121,6 +121,7 @@ class ManualOperations:
             source = owner.broker if owner else None
             if destination is not None and destination not in snap.brokers:
                 raise UnknownBroker(destination)
+            _refuse_unload_to_owner(bundle, source, destination)
             placed = None
             if destination is None and not self.executor.remote_split:
                 placed = select_broker(
@@ -161,6 +162,7 @@ class ManualOperations:
             raise UnknownBroker(destination)
         owner = self.store.read_owner(bundle)
         source = owner.broker if owner else None
+        _refuse_unload_to_owner(bundle, source, destination)
         why = _unload_why(bundle, source, destination, None, principal)
         self._require_may_act()
         self._require_leader()
@@ -285,3 +287,16 @@ def _unload_why(
         placement=placement,
         principal=principal,
     )
+
+
+def _refuse_unload_to_owner(bundle: str, source: str | None, destination: str | None) -> None:
+    """An unload to the broker that owns the bundle would move nothing, yet be recorded and followed
+    as a move "B -> B" (and in Pulsar mode close the bundle's topics for nothing). Pulsar's Extensible
+    load manager refuses a transfer to the current owner as well; refused before anything is written."""
+    if destination is not None and destination == source:
+        raise Conflict(
+            "destinationBroker",
+            destination,
+            f"bundle {bundle} is already owned by {destination}: an unload to its current owner would "
+            "move nothing; name another broker, or leave the destination out to let placement choose",
+        )

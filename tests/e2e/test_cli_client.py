@@ -23,10 +23,12 @@ def test_client_commands(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None
     assert "bundle" in capsys.readouterr().out
     assert main(["dry-run", "--json", *url]) == 0
     assert json.loads(capsys.readouterr().out)["changed"] is False
-    bundle = json.loads(_run(["bundles", "--json", *url], capsys))[0]["bundle"]
+    row = json.loads(_run(["bundles", "--json", *url], capsys))[0]
+    bundle = row["bundle"]
     assert main(["unload", bundle, *url]) == 2  # no token: refused, the caller's to fix
     assert "401" in capsys.readouterr().err
-    dest = demo.broker_ids[-1]
+    # not its owner: an unload to the owner is refused (tests/integration/test_unload_to_owner.py)
+    dest = next(b for b in reversed(demo.broker_ids) if b != row["owner"])
     assert main(["unload", bundle, "--destination", dest, "--token", demo.opts.token or "", *url]) == 0
     assert f"-> {dest}" in capsys.readouterr().out
 

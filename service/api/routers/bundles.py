@@ -19,7 +19,7 @@ _MUTATION_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody},
     403: {"model": ErrorBody},
     404: {"model": ErrorBody},
-    409: {"model": ErrorBody},  # a compare-and-set lost to a concurrent write
+    409: {"model": ErrorBody},  # a lost compare-and-set; an unload to the current owner
     412: {"model": ErrorBody},  # Pulsar's answer to a split it cannot do (algorithm, range)
     422: {"model": ErrorBody},
     503: {"model": ErrorBody},
