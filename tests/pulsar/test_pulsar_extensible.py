@@ -291,7 +291,19 @@ def test_extensible_skewed_cluster_is_balanced_by_transfers(
                 return bool(last) and all(owner_of(admin, cluster, b) == dst for b, dst in last.items())
 
             wait_for(as_decided, 90, "every moved bundle where loadmgr last decided", every=3)
+            # ...and loadmgr saw each served there, from the service-unit state channel: not after the
+            # 30 s served timeout (Extensible keeps no /namespace ownership nodes to read).
+            wait_for(
+                lambda: all(d.get("state") == "served" for d in written()),
+                60,
+                "every transfer seen served",
+                every=2,
+            )
             moves = written()
+            slow = [
+                d for d in moves if d.get("state") == "served" and d["servedMs"] - d["releasedMs"] >= 20_000
+            ]
+            assert not slow, slow
             again = [d for d in moves if d["explanation"]["reason"] == "destination_not_honoured"]
         gaps = {
             b: work.longest_gap([t for t, r in topics.items() if f"{ns}/{r}" == b], since=moved_from)
