@@ -27,7 +27,8 @@ NS = "public/skewed"
 B = f"{NS}/0x00000000_0x20000000"
 B2 = f"{NS}/0x20000000_0x40000000"
 S, D, X = "127.0.0.1:8081", "127.0.0.1:8082", "127.0.0.1:8083"
-CONFIG = LoadBalancerConfig()
+# Spacing (loadBalancerUnloadSpacingSeconds) is test_pacing's; these ticks run on the real clock.
+CONFIG = LoadBalancerConfig().with_updates({"loadBalancerUnloadSpacingSeconds": 0})
 
 
 @dataclass
@@ -82,6 +83,7 @@ class _Executor:
 @dataclass
 class _View:
     load: LoadData = field(default_factory=LoadData)
+    owners_elsewhere: Any = None  # Modular brokers: ownership from ZooKeeper's nodes
 
 
 class _Jobs(PacedMoves, PulsarMoveCheck, WriteWindow):
