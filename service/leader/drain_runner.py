@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from balancer.cycle import Move
 from balancer.drain import DrainStep, drain_moves, intruders
-from balancer.explain import explain
+from balancer.explain import Explanation, explain
 from service.errors import ServiceError, StaleWrite
 from service.leader.clock import now_ms
 from service.leader.drain import DONE, FAILED, DrainSequencer, DrainState, Observation
@@ -64,6 +64,10 @@ class DrainRunner:
         _drain_wake: threading.Event
         _drain_stop: threading.Event
         _cordon_kept: dict[str, tuple[int, frozenset[str]]]  # broker -> (cordon's since, kept)
+        # Per drained broker, this term: when its last drain unload of a bundle with traffic started
+        # (None: only idle ones so far), and how many idle bundles it still owns (last full tick).
+        _drain_busy_ms: dict[str, int | None]
+        _drain_idle_left: dict[str, int]
 
         def is_leader(self) -> bool: ...
 
@@ -81,6 +85,7 @@ class DrainRunner:
             self._drain_wake.clear()
             if not self._started or not self.is_leader() or not self._synced:
                 self._cordon_kept = {}  # a new term looks afresh at what cordoned brokers own
+                self._drain_busy_ms, self._drain_idle_left = {}, {}
                 continue
             if not self.pulsar_acting():
                 continue  # Pulsar mode while the brokers' own load manager acts: nothing moves
@@ -163,6 +168,12 @@ class DrainRunner:
             return False  # two node reads, no refresh of the whole view, no service lock
         if state.in_flight is None and self._budget_full(state):
             return False  # the next bundle goes when the cluster's moves in flight leave room
+        if (
+            state.in_flight is None
+            and self._drain_idle_left.get(state.broker) == 0
+            and self._spacing_hold(state.broker, now_ms()) is not None
+        ):
+            return False  # only bundles with traffic are left, and their spacing holds
         with contextlib.suppress(ServiceError):
             self._loadview.prefetch(self.store)  # the reads outside the service lock, as the jobs do
         with self._lock:
@@ -182,6 +193,9 @@ class DrainRunner:
             report = snap.brokers.get(state.broker) if not self.jobs.zk_native else None
             stats = report.last_stats if report is not None else {}
             idle = {b for b, st in stats.items() if st.msg_rate_in + st.msg_rate_out <= 0.0}
+            skipped = set(state.given_up) | set(self.jobs.in_flight)
+            self._drain_idle_left[state.broker] = len([b for b in owned if b in idle and b not in skipped])
+            hold = self._spacing_hold(state.broker, now)
             obs = Observation(owners, live, set(snap.brokers), now, idle)
             ver = [version]
 
@@ -203,6 +217,8 @@ class DrainRunner:
                     ctx,
                     self.jobs.rng,
                     skip=skip | set(self.jobs.in_flight),
+                    idle=idle,
+                    hold=hold,
                 )
 
             f = state.in_flight
@@ -242,17 +258,36 @@ class DrainRunner:
             return assigned is not None and assigned.value.broker == f.destination
         return True
 
+    def _spacing_hold(self, broker: str, now: int) -> Explanation | None:
+        """Why the drain's next bundle with traffic waits: the last unload of one (this drain's, or
+        any move the drained broker took part in when this drain has moved none yet in this term)
+        started under ``loadBalancerUnloadSpacingSeconds`` ago. Idle bundles are not held: their
+        unload delays no producer (real brokers: eight unloads within 6 s, each served before the
+        next, still piled their clients' reconnections into the same seconds; BENCHMARKS)."""
+        spacing = int(self._config.loadBalancerUnloadSpacingSeconds * 1000)
+        if spacing <= 0:
+            return None
+        if broker in self._drain_busy_ms:
+            last = self._drain_busy_ms[broker]
+        else:
+            last = self.jobs.moves.last_started(broker)
+        if last is None or now - last >= spacing:
+            return None
+        return explain(
+            "spacing",
+            f"the next bundle with traffic goes {spacing / 1000:g} s after the last one's unload "
+            "(loadBalancerUnloadSpacingSeconds), so that their clients do not reconnect in the same seconds",
+            subject=broker,
+            spacingMs=spacing,
+            lastUnloadMs=last,
+        )
+
     def _budget_full(self, state: DrainState) -> bool:
-        """The drained broker's last unload started under ``loadBalancerUnloadSpacingSeconds`` ago
-        (the destination the drain picks next is checked by nobody: placement spreads them), or the
-        disruption budget's cluster-wide cap (``loadBalancerMaxUnloadsInFlight``) is taken by
+        """The disruption budget's cluster-wide cap (``loadBalancerMaxUnloadsInFlight``) is taken by
         moves in flight (shedding's, operators', this drain's own): the drain waits its turn. Its own
-        pace (one bundle in flight, the next once it is served) is the per-broker cap of 1."""
+        pace (one bundle in flight, the next once it is served) is the per-broker cap of 1; the
+        spacing between its bundles with traffic is :meth:`_spacing_hold`."""
         now = now_ms()
-        spacing = self._config.loadBalancerUnloadSpacingSeconds * 1000
-        last = self.jobs.moves.last_started(state.broker)
-        if spacing > 0 and last is not None and now - last < spacing:
-            return True  # loadBalancerUnloadSpacingSeconds after the drained broker's last unload
         cap = self._config.loadBalancerMaxUnloadsInFlight
         if cap <= 0:
             return False
@@ -277,7 +312,14 @@ class DrainRunner:
             # The shedder leaves it alone for the grace period (it would otherwise look movable while
             # its old owner still reports it), as it does a bundle it moved itself.
             self._loadview.load.recently_unloaded_bundles[move.bundle] = now_ms()
-            self.jobs.moves.track(move, "drain", now_ms())
+            started = now_ms()
+            self.jobs.moves.track(move, "drain", started)
+            if move.source is not None:
+                # An idle bundle's unload starts no spacing; a busy one's does.
+                last = self._drain_busy_ms.get(move.source)
+                if not move.explanation.numbers.get("idle"):
+                    last = started
+                self._drain_busy_ms[move.source] = last
             # Not followed up to its destination in Pulsar mode (destination_not_honoured): a drain
             # wants the bundle off the broker, and another uncordoned broker is as good as the one
             # decided; moving it again would cost its clients a second gap. One Pulsar puts back on

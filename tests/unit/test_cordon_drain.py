@@ -90,6 +90,52 @@ def test_drain_moves_one_bundle_at_a_time_in_order_never_to_a_cordoned_broker() 
     assert all(m.destination in ("cool1:8080", "cool2:8080") for m in nxt.moves)
 
 
+def test_idle_bundles_go_first_and_only_they_move_while_the_spacing_holds() -> None:
+    from balancer.explain import explain
+
+    load = cluster(n_cool=3)
+    owned = sorted(load.broker_data[HOT].local_data.last_stats)
+    idle = {owned[-1], owned[-2]}
+    order = remaining(owned, idle)
+    assert order[:2] == sorted(idle) and order[2:] == [b for b in owned if b not in idle]
+    ctx = PlacementContext.from_load(load, cordoned=frozenset({HOT}))
+    hold = explain("spacing", "the next bundle with traffic goes 15 s after the last one's unload")
+    step = drain_moves(
+        HOT,
+        owned,
+        load,
+        CFG,
+        LeastLongTermMessageRate(),
+        ctx,
+        random.Random(3),
+        idle=idle,
+        hold=hold,
+        limit=9,
+    )
+    assert [m.bundle for m in step.moves] == sorted(idle)
+    assert all(m.explanation.numbers["idle"] for m in step.moves)
+    assert step.waiting is hold
+    # The idle ones gone, a held drain moves nothing and says why; unheld, the next with traffic goes.
+    held = drain_moves(
+        HOT,
+        owned,
+        load,
+        CFG,
+        LeastLongTermMessageRate(),
+        ctx,
+        random.Random(3),
+        skip=idle,
+        idle=idle,
+        hold=hold,
+    )
+    assert held.moves == [] and held.waiting is hold
+    free = drain_moves(
+        HOT, owned, load, CFG, LeastLongTermMessageRate(), ctx, random.Random(3), skip=idle, idle=idle
+    )
+    assert [m.bundle for m in free.moves] == order[2:3] and not free.moves[0].explanation.numbers["idle"]
+    assert free.waiting is None
+
+
 def test_drain_of_an_uncordoned_broker_is_refused() -> None:
     load = cluster()
     ctx = PlacementContext.from_load(load)
@@ -202,6 +248,22 @@ def test_the_sequencer_records_the_bundle_in_flight_before_moving_it_and_waits_f
     assert state.state == DONE and state.moved == 1 and "1 left in place" in state.message
     assert not tick(7000)  # a finished drain does nothing more
     assert [e for e in events if e.startswith("submit")].count(f"submit:{bundles[0]}") == 1
+
+
+def test_a_drain_held_by_its_spacing_says_why_once_and_is_not_done() -> None:
+    from balancer.drain import DrainStep
+    from balancer.explain import explain
+    from service.leader.drain import RUNNING, DrainSequencer, DrainState, Observation
+
+    writes: list[str] = []
+    hold = explain("spacing", "the next bundle with traffic goes 15 s after the last one's unload")
+    seq = DrainSequencer(lambda s: writes.append(s.message), lambda m: m, lambda *a: None)
+    state = DrainState(HOT, total=1)
+    obs = Observation({"a/b/1": HOT}, ["a/b/1"], {HOT, "cool0:8080"}, 1000)
+    assert seq.tick(state, obs, ["a/b/1"], lambda skip: DrainStep(waiting=hold))
+    assert not seq.tick(state, obs, ["a/b/1"], lambda skip: DrainStep(waiting=hold))  # written once
+    assert state.state == RUNNING and state.in_flight is None and state.remaining == 1
+    assert writes == [f"1 bundle(s) left; {hold.message}"]
 
 
 def test_bundles_pulsar_places_on_a_cordoned_broker_are_intruders_the_kept_ones_are_not() -> None:
