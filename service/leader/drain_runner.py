@@ -234,9 +234,13 @@ class DrainRunner:
                 state.in_flight = None
             seq = DrainSequencer(persist, self._drain_submit, self._drain_event, self.drain_served_timeout_ms)
             changed = seq.tick(state, obs, owned, plan)
-            if state.state == DONE and state.then_shutdown and state.shutdown is None:
-                self._shutdown_broker(state, snap.brokers.get(state.broker), persist)
-            return changed
+            due = state.state == DONE and state.then_shutdown and state.shutdown is None
+            data = snap.brokers.get(state.broker)
+        if due:
+            # Outside the service lock: Pulsar answers once the broker has closed, which may take up
+            # to its brokerShutdownTimeoutMs (60 s by default).
+            self._shutdown_broker(state, data, persist)
+        return changed
 
     def _on_its_way(self, state: DrainState) -> bool:
         """The bundle in flight is neither served nor given up on yet, read from its own nodes only
@@ -375,11 +379,9 @@ class DrainRunner:
             state.shutdown = "failed: no admin URL for the broker"
         else:
             try:
-                admin.shutdown_broker(base)
+                state.shutdown = admin.shutdown_broker(base)
             except ServiceError as e:
                 state.shutdown = f"failed: {e}"[:300]
-            else:
-                state.shutdown = "requested"
         state.updated_ms = now_ms()
         with contextlib.suppress(ServiceError):
             persist(state)

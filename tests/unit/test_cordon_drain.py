@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import httpx
 import pytest
 
 from balancer.drain import drain_moves, remaining, stays_on_broker
@@ -293,6 +294,33 @@ def test_pulsars_graceful_shutdown_is_asked_of_the_broker_itself() -> None:
     (r,) = seen
     assert r.method == "POST" and r.url.host == "b1" and r.url.path == "/admin/v2/brokers/shutdown"
     assert r.url.params["maxConcurrentUnloadPerSec"] == "2" and r.url.params["forcedTerminateTopic"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        (httpx.ReadTimeout("slow"), "requested (no answer: ReadTimeout)"),  # the broker closes first
+        (httpx.RemoteProtocolError("gone"), "requested (no answer: RemoteProtocolError)"),
+        (httpx.ConnectError("refused"), None),  # never sent
+        (httpx.Response(403, json={"reason": "not a super user"}), None),
+    ],
+)
+def test_a_shutdown_the_broker_never_answers_was_still_requested(answer: object, outcome: str | None) -> None:
+    from service.errors import ExecutorError
+    from service.pulsar.admin import PulsarAdmin
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, httpx.Response)
+        return answer
+
+    admin = PulsarAdmin("http://leader:8080", transport=httpx.MockTransport(reply))
+    if outcome is None:
+        with pytest.raises(ExecutorError):
+            admin.shutdown_broker("http://b1:8080")
+    else:
+        assert admin.shutdown_broker("http://b1:8080") == outcome
 
 
 def test_an_idle_bundle_left_unowned_is_off_the_broker_at_once_a_busy_one_is_waited_for() -> None:
