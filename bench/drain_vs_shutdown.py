@@ -330,6 +330,7 @@ def run_seed(seed: int, args: argparse.Namespace, run_dir: Path) -> dict[str, An
         drain_fig["lost_acked"] = lost["drain"]
         shut_fig["lost_acked"] = lost["shutdown"]
         out.update(
+            topics=topics,
             target=target,
             drain=drain_fig,
             shutdown=shut_fig,
@@ -442,6 +443,34 @@ def table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def moves_table(run: Mapping[str, Any], topics_of: Mapping[str, str] | None = None) -> str:
+    """Per seed and side, one row per bundle: its rate, when the drain released its move (the
+    shutdown's own unloads are seen only by the clients), when Pulsar's lookup first answered
+    another broker, its publish gaps, and its messages slower than 500 ms / 1 s (seconds after the
+    request)."""
+    rows = [
+        f"seed {run['seed']}\n\n| side | bundle | msg/s | move released (s) | lookup elsewhere (s) | "
+        "gaps > 0.2 s: start (s) x length (s) | msgs > 500 ms | msgs > 1 s | slowest (ms) |",
+        "|" + "---|" * 9,
+    ]
+    for side in ("drain", "shutdown"):
+        f = run[side]
+        released = {m["bundle"]: m["released_s"] for m in f["moves"]} if isinstance(f["moves"], list) else {}
+        for bundle in sorted(
+            run["rates"], key=lambda b: (released.get(b, 1e9), f["off_target_s"].get(b, 1e9))
+        ):
+            topics = [t for t in f["timeline"] if (topics_of or {}).get(t) == bundle]
+            slow = [lat for t in topics for _, lat in f["timeline"][t]]
+            gaps = " ".join(f"{a:.1f}x{g:.2f}" for a, g in f["gaps"].get(bundle, []))
+            rows.append(
+                f"| {side} | {bundle.rsplit('/', 1)[1]} | {run['rates'][bundle]:g} | "
+                f"{released.get(bundle, '-')} | "
+                f"{f['off_target_s'].get(bundle, '-')} | {gaps or '-'} | {sum(1 for x in slow if x > 0.5)} | "
+                f"{sum(1 for x in slow if x > 1.0)} | {round(max(slow, default=0) * 1000)} |"
+            )
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -484,7 +513,7 @@ def main(argv: list[str] | None = None) -> None:
         for s in args.seeds
         if (root / f"seed-{s}.json").exists()
     ]
-    text = table(runs)
+    text = table(runs) + "\n" + "\n".join(moves_table(r, r.get("topics")) for r in runs)
     (root / "table.md").write_text(text, encoding="utf-8")
     print(text)
 
