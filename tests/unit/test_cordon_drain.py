@@ -334,3 +334,40 @@ def test_an_idle_bundle_left_unowned_is_off_the_broker_at_once_a_busy_one_is_wai
     back = Observation({"a/b/1": HOT}, ["a/b/1"], {HOT, "cool0:8080"}, 1000, idle={"a/b/1"})
     assert in_flight_outcome(state, back, 30_000) == "waiting"
     assert in_flight_outcome(state, Observation({}, [], {HOT}, 1000), 30_000) == "gone"
+
+
+@pytest.mark.parametrize(
+    ("shutdown", "code"),
+    [("requested", 0), ("requested (no answer: ReadTimeout)", 0), ("failed: HTTP 403", 1)],
+)
+def test_drain_wait_with_then_shutdown_waits_for_the_shutdown_outcome(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], shutdown: str, code: int
+) -> None:
+    """The drain is done a moment before Pulsar's shutdown is asked for (its answer comes once the
+    broker has closed): ``--wait`` follows it to that outcome, and exits 1 when it was refused."""
+    import argparse
+
+    import service.commands.client as client
+    from service.commands import maintenance
+
+    base = {"broker": HOT, "thenShutdown": True, "moved": 2, "total": 2, "shutdown": None}
+    states = iter(
+        [
+            {**base, "state": "done"},
+            {**base, "state": "done"},
+            {**base, "state": "done", "shutdown": shutdown},
+        ]
+    )
+    calls: list[str] = []
+
+    def call(a: argparse.Namespace, method: str, path: str, **kw: object) -> dict[str, object]:
+        calls.append(path)
+        return next(states)
+
+    monkeypatch.setattr(client, "call", call)
+    monkeypatch.setattr(maintenance, "POLL_S", 0.0)
+    a = argparse.Namespace(timeout=None, output="table")
+    first = {**base, "state": "running", "moved": 1}
+    assert maintenance._wait(a, HOT, first) == code
+    assert calls == [f"/brokers/{HOT}/drain"] * 3
+    assert f"shutdown {shutdown}" in capsys.readouterr().out
