@@ -41,6 +41,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -305,14 +306,25 @@ def run_seed(seed: int, args: argparse.Namespace, run_dir: Path) -> dict[str, An
             drain_state={k: state.get(k) for k in ("state", "moved", "total", "givenUp", "message")},
         )
         s0 = time.monotonic()
-        try:
-            admin.shutdown_broker(broker.web_url, max_concurrent_unload_per_sec=args.max_unload_per_sec)
-        except Exception as e:  # an answer cut short by the shutdown itself; the lookups tell
-            out["shutdown_call"] = repr(e)[:300]
+
+        def shut() -> None:
+            # Pulsar answers once the broker has closed: asked from a thread, so that the lookups
+            # are followed while the broker unloads
+            try:
+                out["shutdown_call"] = admin.shutdown_broker(
+                    broker.web_url, max_concurrent_unload_per_sec=args.max_unload_per_sec
+                )
+            except Exception as e:
+                out["shutdown_call"] = repr(e)[:300]
+            out["shutdown_answered_s"] = round(time.monotonic() - s0, 2)
+
+        asker = threading.Thread(target=shut, daemon=True)
+        asker.start()
         admin_rest = PulsarAdmin([b.web_url for b in cluster.brokers if b is not broker])
         s_done, s_off = follow(admin_rest, probes, target, s0, args.poll_s, args.timeout_s)
         time.sleep(args.tail_s)
         s1 = s_done + args.tail_s
+        asker.join(timeout=120)
         shut_fig = measure(work, topics, s0, s1, mark_shut, None)
         shut_fig.update(time_s=round(s_done - s0, 1), moves=len(probes), off_target_s=s_off)
         time.sleep(3)
