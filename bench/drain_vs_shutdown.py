@@ -247,6 +247,13 @@ def run_seed(seed: int, args: argparse.Namespace, run_dir: Path) -> dict[str, An
             )
 
         wait_for(reported, 120, "the load report")
+        # Nothing moves for --quiet-s: the machine's own noise in the same measure, for scale.
+        q0 = time.monotonic()
+        mark_quiet = {t: work.next_seq[t] for t in topics}
+        time.sleep(args.quiet_s)
+        quiet = measure(work, topics, q0, time.monotonic(), mark_quiet, None)
+        quiet.pop("timeline")
+        out["quiet"] = {k: v for k, v in quiet.items() if k != "failed"}
         out["uptime_drain"] = uptime()
         with contextlib.suppress(Exception):
             out["pulsar_leader_drain"] = admin.leader_broker().get("brokerId")
@@ -496,6 +503,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--settle-s", type=float, default=10.0)
     p.add_argument("--tail-s", type=float, default=5.0)
+    p.add_argument("--quiet-s", type=float, default=30.0, help="a window with no move, before the drain")
     p.add_argument("--poll-s", type=float, default=0.5)
     p.add_argument("--timeout-s", type=float, default=600.0)
     p.add_argument(
