@@ -405,6 +405,7 @@ def table(runs: list[dict[str, Any]]) -> str:
         "msgs > 500 ms",
         "msgs > 1 s",
         "sent in window",
+        "no move, 30 s before: p99 (ms) / msgs > 500 ms",
     )
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
@@ -427,6 +428,7 @@ def table(runs: list[dict[str, Any]]) -> str:
                 f["over_500ms"],
                 f["over_1s"],
                 f["sent_in_window"],
+                f"{r['quiet']['p99_ms']} / {r['quiet']['over_500ms']}" if "quiet" in r else "-",
             )
             rows.append("| " + " | ".join(str(c) for c in cells) + " |")
     rows.append("")
