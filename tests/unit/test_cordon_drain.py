@@ -371,3 +371,30 @@ def test_drain_wait_with_then_shutdown_waits_for_the_shutdown_outcome(
     assert maintenance._wait(a, HOT, first) == code
     assert calls == [f"/brokers/{HOT}/drain"] * 3
     assert f"shutdown {shutdown}" in capsys.readouterr().out
+
+
+def test_the_drain_spaces_a_bundle_with_traffic_from_any_unload_the_broker_took_part_in() -> None:
+    """Idle bundles go back to back; the next bundle with traffic waits
+    loadBalancerUnloadSpacingSeconds from the last unload the drained broker took part in, an idle
+    one's included (real brokers: a busy bundle sent 0.25 s after an idle one had the drain's longest
+    gap)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from balancer.cycle import Move
+    from balancer.explain import explain
+    from service.leader.drain_runner import DrainRunner
+    from service.leader.move_queue import MoveQueue
+
+    moves = MoveQueue(clock=lambda: 0)
+    runner: Any = SimpleNamespace(
+        _config=SimpleNamespace(loadBalancerUnloadSpacingSeconds=15.0), jobs=SimpleNamespace(moves=moves)
+    )
+    assert DrainRunner._spacing_hold(runner, HOT, 1_000) is None  # nothing moved yet
+    moves.track(Move("a/b/idle", HOT, "cool0:8080", explain("drain", idle=True)), "drain", 1_000)
+    hold = DrainRunner._spacing_hold(runner, HOT, 1_250)
+    assert hold is not None and hold.reason == "spacing" and hold.numbers["lastUnloadMs"] == 1_000
+    assert "loadBalancerUnloadSpacingSeconds" in hold.message
+    assert DrainRunner._spacing_hold(runner, HOT, 16_000) is None
+    runner._config.loadBalancerUnloadSpacingSeconds = 0.0  # off
+    assert DrainRunner._spacing_hold(runner, HOT, 1_250) is None
