@@ -461,7 +461,8 @@ def table(runs: list[dict[str, Any]]) -> str:
         "p99 (ms)",
         "msgs > 1 s",
     )
-    rows.append("| " + " | ".join(head2) + " | (median / worst)")
+    named = [*head2[:2], *(f"{h}: median / worst" for h in head2[2:])]
+    rows.append("| " + " | ".join(named) + " |")
     rows.append("|" + "---|" * len(head2))
     keys = ("time_s", "failed", "lost_acked", "longest_gap_s", "p99_ms", "over_1s")
     for side in ("drain", "shutdown"):
