@@ -39,6 +39,7 @@ class DrainStep:
     moves: list[Move] = field(default_factory=list)
     stays: list[str] = field(default_factory=list)  # heartbeat / SLA-monitor bundles: never moved
     unplaced: list[Explanation] = field(default_factory=list)  # no broker would take them now
+    waiting: Explanation | None = None  # bundles with traffic held back (the drain's spacing), with why
 
 
 def stays_on_broker(bundle: str) -> bool:
@@ -46,9 +47,12 @@ def stays_on_broker(bundle: str) -> bool:
     return "/" in bundle and heartbeat_broker(namespace_of(bundle)) is not None
 
 
-def remaining(owned: Iterable[str]) -> list[str]:
-    """The bundles of ``owned`` a drain still has to move, in the order it moves them."""
-    return sorted(b for b in owned if not stays_on_broker(b))
+def remaining(owned: Iterable[str], idle: Collection[str] = ()) -> list[str]:
+    """The bundles of ``owned`` a drain still has to move, in the order it moves them: the ``idle``
+    ones (no traffic in the broker's last report) first, since their unload delays no producer and
+    needs no spacing, then the others by name."""
+    quiet = set(idle)
+    return sorted((b for b in owned if not stays_on_broker(b)), key=lambda b: (b not in quiet, b))
 
 
 def drain_moves(
@@ -62,9 +66,13 @@ def drain_moves(
     *,
     limit: int = 1,
     skip: Collection[str] = (),
+    idle: Collection[str] = (),
+    hold: Explanation | None = None,
 ) -> DrainStep:
     """Up to ``limit`` moves off ``broker`` (cordoned in ``ctx``) of the bundles it ``owned``,
-    leaving out ``skip`` (bundles in flight or given up on); each to placement's choice.
+    leaving out ``skip`` (bundles in flight or given up on); each to placement's choice. ``idle``
+    bundles go first (:func:`remaining`); while ``hold`` says why (the spacing between two unloads
+    whose clients reconnect), only idle ones move and ``waiting`` carries ``hold``.
 
     Raises InvalidInput when ``broker`` is not cordoned in ``ctx``: placement could pick it."""
     if broker not in ctx.cordoned:
@@ -75,9 +83,13 @@ def drain_moves(
     owned = list(owned)
     step.stays = sorted(b for b in owned if stays_on_broker(b))
     cache = PipelineCache(load, config, ctx)
-    for bundle in remaining(owned):
+    quiet = set(idle)
+    for bundle in remaining(owned, quiet):
         if bundle in skip:
             continue
+        if hold is not None and bundle not in quiet:
+            step.waiting = hold
+            break
         decision = select_broker(bundle, load, config, placement, ctx, rng, cache=cache)
         dest = decision.broker
         if dest is None or dest == broker or dest in ctx.cordoned:
@@ -100,6 +112,7 @@ def drain_moves(
             destination=dest,
             placement=placed.reason,
             candidates=len(decision.candidates),
+            idle=bundle in quiet,
         )
         step.moves.append(Move(bundle, broker, dest, why))
         if len(step.moves) >= limit:

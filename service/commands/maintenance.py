@@ -1,8 +1,9 @@
 """``loadmgr brokers cordon|uncordon|drain|drain-stop|drain-status BROKER`` over the REST API.
 
 ``drain --wait`` follows the drain until it is done, printing a progress bar on a terminal (a line
-per change otherwise); it exits 0 when done, 1 when it failed, was stopped or ``--timeout`` passed
-(the drain itself goes on: only the waiting ends).
+per change otherwise), and with ``--then-shutdown`` until Pulsar's shutdown was asked for; it exits 0
+when done (and the shutdown requested), 1 when it failed, was stopped, the shutdown was refused or
+``--timeout`` passed (the drain itself goes on: only the waiting ends).
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def _wait(a: argparse.Namespace, broker: str, first: dict[str, Any]) -> int:
                 sys.stderr.write(shown + "\n")
             sys.stderr.flush()
             last = shown
-        if d.get("state") != "running":
+        if d.get("state") != "running" and not _shutdown_pending(d):
             break
         if deadline is not None and time.monotonic() >= deadline:
             if tty:
@@ -139,4 +140,12 @@ def _wait(a: argparse.Namespace, broker: str, first: dict[str, Any]) -> int:
     if tty:
         sys.stderr.write("\n")
     emit(a, d, lambda: drain_line(d))
+    if d.get("thenShutdown") and not str(d.get("shutdown") or "").startswith("requested"):
+        return 1  # drained, but Pulsar's shutdown was refused or never asked
     return 0 if d.get("state") == "done" else 1
+
+
+def _shutdown_pending(d: dict[str, Any]) -> bool:
+    """``--then-shutdown``: the drain is done and Pulsar's shutdown is being asked for (its answer
+    comes once the broker has closed): ``--wait`` waits for that outcome too."""
+    return d.get("state") == "done" and bool(d.get("thenShutdown")) and not d.get("shutdown")

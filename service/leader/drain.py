@@ -211,7 +211,10 @@ class DrainSequencer:
             if state.remaining == 0:
                 left = f"; {len(state.given_up)} left in place" if state.given_up else ""
                 return self._finish(state, DONE, f"{state.moved} bundle(s) moved{left}")
-            message = f"{state.remaining} bundle(s) left, no broker can take them now"
+            if step.waiting is not None:
+                message = f"{state.remaining} bundle(s) left; {step.waiting.message}"
+            else:
+                message = f"{state.remaining} bundle(s) left, no broker can take them now"
             if state.message != message:
                 state.message = message
                 self.persist(state)

@@ -65,6 +65,7 @@ class Maintenance(DrainRunner):
         self._drain_stop = threading.Event()
         self._drain_thread: threading.Thread | None = None
         self._cordon_kept: dict[str, tuple[int, frozenset[str]]] = {}  # see cordon_sweep
+        self._drain_idle_left: dict[str, int] = {}  # see DrainRunner.drain_tick
 
     def _start_maintenance(self) -> None:
         self.book.start()

@@ -211,13 +211,29 @@ class PulsarAdmin:
 
     def shutdown_broker(
         self, base: str, max_concurrent_unload_per_sec: int | None = None, forced_terminate_topic: bool = True
-    ) -> None:
+    ) -> str:
         """Pulsar's graceful shutdown of the broker at ``base`` (``/admin/v2/brokers/shutdown``): it
-        unloads what it still owns (at most ``max_concurrent_unload_per_sec`` a second) and exits."""
+        unloads what it still owns (at most ``max_concurrent_unload_per_sec`` a second) and exits.
+
+        Pulsar answers only once the broker has closed, and a broker that closes its web server
+        first may never answer: a request sent whose answer timed out or was cut off counts as
+        requested (``"requested (no answer: …)"``). Refused or not sent: ExecutorError."""
         params = {"forcedTerminateTopic": "true" if forced_terminate_topic else "false"}
         if max_concurrent_unload_per_sec is not None:
             params["maxConcurrentUnloadPerSec"] = str(int(max_concurrent_unload_per_sec))
-        self.request("POST", "/admin/v2/brokers/shutdown", params=params, base=base)
+        try:
+            resp = self._client.request("POST", base + "/admin/v2/brokers/shutdown", params=params)
+        except (httpx.ReadTimeout, httpx.RemoteProtocolError, httpx.ReadError) as e:
+            return f"requested (no answer: {type(e).__name__})"
+        except httpx.HTTPError as e:
+            raise ExecutorError(
+                f"POST /admin/v2/brokers/shutdown: {base} not reached ({type(e).__name__}: {e})"
+            ) from None
+        if resp.status_code >= 300:
+            raise ExecutorError(
+                f"POST /admin/v2/brokers/shutdown: HTTP {resp.status_code}: {_reason(resp)}", resp.status_code
+            )
+        return "requested"
 
     def split(
         self, bundle: str, algorithm: str | None, boundaries: Sequence[int] | None, unload: bool = False

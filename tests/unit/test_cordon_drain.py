@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import httpx
 import pytest
 
 from balancer.drain import drain_moves, remaining, stays_on_broker
@@ -88,6 +89,52 @@ def test_drain_moves_one_bundle_at_a_time_in_order_never_to_a_cordoned_broker() 
     )
     assert [m.bundle for m in nxt.moves] == remaining(owned)[1:]
     assert all(m.destination in ("cool1:8080", "cool2:8080") for m in nxt.moves)
+
+
+def test_idle_bundles_go_first_and_only_they_move_while_the_spacing_holds() -> None:
+    from balancer.explain import explain
+
+    load = cluster(n_cool=3)
+    owned = sorted(load.broker_data[HOT].local_data.last_stats)
+    idle = {owned[-1], owned[-2]}
+    order = remaining(owned, idle)
+    assert order[:2] == sorted(idle) and order[2:] == [b for b in owned if b not in idle]
+    ctx = PlacementContext.from_load(load, cordoned=frozenset({HOT}))
+    hold = explain("spacing", "the next bundle with traffic goes 15 s after the last one's unload")
+    step = drain_moves(
+        HOT,
+        owned,
+        load,
+        CFG,
+        LeastLongTermMessageRate(),
+        ctx,
+        random.Random(3),
+        idle=idle,
+        hold=hold,
+        limit=9,
+    )
+    assert [m.bundle for m in step.moves] == sorted(idle)
+    assert all(m.explanation.numbers["idle"] for m in step.moves)
+    assert step.waiting is hold
+    # The idle ones gone, a held drain moves nothing and says why; unheld, the next with traffic goes.
+    held = drain_moves(
+        HOT,
+        owned,
+        load,
+        CFG,
+        LeastLongTermMessageRate(),
+        ctx,
+        random.Random(3),
+        skip=idle,
+        idle=idle,
+        hold=hold,
+    )
+    assert held.moves == [] and held.waiting is hold
+    free = drain_moves(
+        HOT, owned, load, CFG, LeastLongTermMessageRate(), ctx, random.Random(3), skip=idle, idle=idle
+    )
+    assert [m.bundle for m in free.moves] == order[2:3] and not free.moves[0].explanation.numbers["idle"]
+    assert free.waiting is None
 
 
 def test_drain_of_an_uncordoned_broker_is_refused() -> None:
@@ -204,6 +251,22 @@ def test_the_sequencer_records_the_bundle_in_flight_before_moving_it_and_waits_f
     assert [e for e in events if e.startswith("submit")].count(f"submit:{bundles[0]}") == 1
 
 
+def test_a_drain_held_by_its_spacing_says_why_once_and_is_not_done() -> None:
+    from balancer.drain import DrainStep
+    from balancer.explain import explain
+    from service.leader.drain import RUNNING, DrainSequencer, DrainState, Observation
+
+    writes: list[str] = []
+    hold = explain("spacing", "the next bundle with traffic goes 15 s after the last one's unload")
+    seq = DrainSequencer(lambda s: writes.append(s.message), lambda m: m, lambda *a: None)
+    state = DrainState(HOT, total=1)
+    obs = Observation({"a/b/1": HOT}, ["a/b/1"], {HOT, "cool0:8080"}, 1000)
+    assert seq.tick(state, obs, ["a/b/1"], lambda skip: DrainStep(waiting=hold))
+    assert not seq.tick(state, obs, ["a/b/1"], lambda skip: DrainStep(waiting=hold))  # written once
+    assert state.state == RUNNING and state.in_flight is None and state.remaining == 1
+    assert writes == [f"1 bundle(s) left; {hold.message}"]
+
+
 def test_bundles_pulsar_places_on_a_cordoned_broker_are_intruders_the_kept_ones_are_not() -> None:
     from balancer.drain import intruders
 
@@ -233,6 +296,33 @@ def test_pulsars_graceful_shutdown_is_asked_of_the_broker_itself() -> None:
     assert r.url.params["maxConcurrentUnloadPerSec"] == "2" and r.url.params["forcedTerminateTopic"] == "true"
 
 
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        (httpx.ReadTimeout("slow"), "requested (no answer: ReadTimeout)"),  # the broker closes first
+        (httpx.RemoteProtocolError("gone"), "requested (no answer: RemoteProtocolError)"),
+        (httpx.ConnectError("refused"), None),  # never sent
+        (httpx.Response(403, json={"reason": "not a super user"}), None),
+    ],
+)
+def test_a_shutdown_the_broker_never_answers_was_still_requested(answer: object, outcome: str | None) -> None:
+    from service.errors import ExecutorError
+    from service.pulsar.admin import PulsarAdmin
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, httpx.Response)
+        return answer
+
+    admin = PulsarAdmin("http://leader:8080", transport=httpx.MockTransport(reply))
+    if outcome is None:
+        with pytest.raises(ExecutorError):
+            admin.shutdown_broker("http://b1:8080")
+    else:
+        assert admin.shutdown_broker("http://b1:8080") == outcome
+
+
 def test_an_idle_bundle_left_unowned_is_off_the_broker_at_once_a_busy_one_is_waited_for() -> None:
     from service.leader.drain import DrainState, InFlight, Observation, in_flight_outcome
 
@@ -244,3 +334,67 @@ def test_an_idle_bundle_left_unowned_is_off_the_broker_at_once_a_busy_one_is_wai
     back = Observation({"a/b/1": HOT}, ["a/b/1"], {HOT, "cool0:8080"}, 1000, idle={"a/b/1"})
     assert in_flight_outcome(state, back, 30_000) == "waiting"
     assert in_flight_outcome(state, Observation({}, [], {HOT}, 1000), 30_000) == "gone"
+
+
+@pytest.mark.parametrize(
+    ("shutdown", "code"),
+    [("requested", 0), ("requested (no answer: ReadTimeout)", 0), ("failed: HTTP 403", 1)],
+)
+def test_drain_wait_with_then_shutdown_waits_for_the_shutdown_outcome(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], shutdown: str, code: int
+) -> None:
+    """The drain is done a moment before Pulsar's shutdown is asked for (its answer comes once the
+    broker has closed): ``--wait`` follows it to that outcome, and exits 1 when it was refused."""
+    import argparse
+
+    import service.commands.client as client
+    from service.commands import maintenance
+
+    base = {"broker": HOT, "thenShutdown": True, "moved": 2, "total": 2, "shutdown": None}
+    states = iter(
+        [
+            {**base, "state": "done"},
+            {**base, "state": "done"},
+            {**base, "state": "done", "shutdown": shutdown},
+        ]
+    )
+    calls: list[str] = []
+
+    def call(a: argparse.Namespace, method: str, path: str, **kw: object) -> dict[str, object]:
+        calls.append(path)
+        return next(states)
+
+    monkeypatch.setattr(client, "call", call)
+    monkeypatch.setattr(maintenance, "POLL_S", 0.0)
+    a = argparse.Namespace(timeout=None, output="table")
+    first = {**base, "state": "running", "moved": 1}
+    assert maintenance._wait(a, HOT, first) == code
+    assert calls == [f"/brokers/{HOT}/drain"] * 3
+    assert f"shutdown {shutdown}" in capsys.readouterr().out
+
+
+def test_the_drain_spaces_a_bundle_with_traffic_from_any_unload_the_broker_took_part_in() -> None:
+    """Idle bundles go back to back; the next bundle with traffic waits
+    loadBalancerUnloadSpacingSeconds from the last unload the drained broker took part in, an idle
+    one's included (real brokers: a busy bundle sent 0.25 s after an idle one had the drain's longest
+    gap)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from balancer.cycle import Move
+    from balancer.explain import explain
+    from service.leader.drain_runner import DrainRunner
+    from service.leader.move_queue import MoveQueue
+
+    moves = MoveQueue(clock=lambda: 0)
+    runner: Any = SimpleNamespace(
+        _config=SimpleNamespace(loadBalancerUnloadSpacingSeconds=15.0), jobs=SimpleNamespace(moves=moves)
+    )
+    assert DrainRunner._spacing_hold(runner, HOT, 1_000) is None  # nothing moved yet
+    moves.track(Move("a/b/idle", HOT, "cool0:8080", explain("drain", idle=True)), "drain", 1_000)
+    hold = DrainRunner._spacing_hold(runner, HOT, 1_250)
+    assert hold is not None and hold.reason == "spacing" and hold.numbers["lastUnloadMs"] == 1_000
+    assert "loadBalancerUnloadSpacingSeconds" in hold.message
+    assert DrainRunner._spacing_hold(runner, HOT, 16_000) is None
+    runner._config.loadBalancerUnloadSpacingSeconds = 0.0  # off
+    assert DrainRunner._spacing_hold(runner, HOT, 1_250) is None
