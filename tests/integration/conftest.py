@@ -263,3 +263,41 @@ def tls_zk(tls: TlsFiles) -> Iterator[EmbeddedZooKeeper]:
     """A ZooKeeper that accepts TLS clients only, with ``tls``'s server certificate."""
     with EmbeddedZooKeeper(tls=ServerTls(tls.keystore, tls.ca)) as zk:
         yield zk
+
+
+# JVM flags for short-lived test JVMs on a 2-core machine (as the embedded ZooKeeper and Pulsar use):
+# C1 only and one GC thread, so JIT compiler and GC threads do not take both cores from the work.
+QUICK_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+# Settings for the tests' tiny Spark jobs (a few thousand rows): two partitions per shuffle on two
+# cores, no web UI (a Jetty server per SparkContext, seconds to start on a loaded machine).
+SPARK_TEST_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "1g",
+    "spark.driver.extraJavaOptions": QUICK_JVM,
+    "spark.executor.extraJavaOptions": QUICK_JVM,
+}
+
+
+def spark_conf_dir(directory: Path, conf: dict[str, str]) -> Path:
+    """``directory`` as a SPARK_CONF_DIR: spark-submit (and so ``loadmgr longterm``/``replay``, whose
+    pyspark starts its JVM through it) reads ``conf`` from its spark-defaults.conf."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in conf.items()))
+    return directory
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession per test process, shared by every Spark module (pyspark keeps one JVM
+    per process anyway; a new SparkContext on it costs seconds on a loaded machine). The jobs under
+    test take it as given and leave it running (``loadmgr replay`` stops only a session it built)."""
+    pytest.importorskip("pyspark")
+    # Loopback only (set before the JVM starts): Spark otherwise binds an address of a network interface
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    from service.longterm.input import build_spark
+
+    session = build_spark("local[2]", SPARK_TEST_CONF)
+    yield session
+    session.stop()

@@ -9,7 +9,6 @@ import math
 import random
 import shutil
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,23 +128,6 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     pq.write_table(bad, root / "bundles" / f"date={date}" / f"hour={hour}" / "part-foreign.parquet")
     return root
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from service.longterm.input import build_spark
-
-    session = build_spark(
-        "local[2]",
-        {
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "4",
-            "spark.driver.memory": "1g",
-            "spark.default.parallelism": "4",
-        },
-    )
-    yield session
-    session.stop()
 
 
 def _reference(root: Path, start_ms: int, end_ms: int) -> tuple[dict[str, Any], int, dict[str, Any]]:

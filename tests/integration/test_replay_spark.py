@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +32,6 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("replay-history")
     write_history(root)
     return root
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from service.longterm.input import build_spark
-
-    session = build_spark(
-        "local[2]",
-        {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", "spark.driver.memory": "1g"},
-    )
-    yield session
-    session.stop()
 
 
 def test_extraction_keeps_every_valid_row_in_cycle_order(history: Path, spark: Any) -> None:

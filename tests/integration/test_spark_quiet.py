@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from service.longterm.history import partition_of
-from tests.integration.conftest import ROOT
+from tests.integration.conftest import ROOT, SPARK_TEST_CONF, spark_conf_dir
 from tests.integration.replay_history import T0, write_history
 
 pytest.importorskip("pyspark")
@@ -38,8 +38,23 @@ def damaged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _loadmgr(*argv: str, debug: bool = False, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"}
+@pytest.fixture(scope="module")
+def conf_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SPARK_CONF_DIR whose spark-defaults.conf gives the driver JVM the tests' quick-start flags and
+    the jobs two shuffle partitions; the web UI stays on, as an operator's run has it."""
+    conf = {k: v for k, v in SPARK_TEST_CONF.items() if k != "spark.ui.enabled"}
+    return spark_conf_dir(tmp_path_factory.mktemp("spark-conf"), conf)
+
+
+def _loadmgr(
+    *argv: str, conf_dir: Path, debug: bool = False, tmp: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_CONF_DIR": str(conf_dir),
+    }
     if tmp is not None:
         env["TMPDIR"] = str(tmp)
     env.pop("LOADMGR_DEBUG", None)
@@ -54,19 +69,22 @@ def _loadmgr(*argv: str, debug: bool = False, tmp: Path | None = None) -> subpro
     )
 
 
-def test_replay_skips_damaged_files_without_java_output(damaged: Path) -> None:
+def test_replay_skips_damaged_files_without_java_output(damaged: Path, conf_dir: Path) -> None:
     proc = _loadmgr(
-        "replay", "--history", str(damaged), "--master", "local[1]", "--strategy", "BalancedShedder"
-    )
+        "replay", "--history", str(damaged), "--master", "local[1]", "--strategy", "BalancedShedder",
+        conf_dir=conf_dir,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert JAVA.search(proc.stderr) is None, proc.stderr[-3000:]
     assert "BalancedShedder" in proc.stdout
 
 
-def test_longterm_skips_damaged_files_without_java_output(damaged: Path, tmp_path: Path) -> None:
+def test_longterm_skips_damaged_files_without_java_output(
+    damaged: Path, conf_dir: Path, tmp_path: Path
+) -> None:
     proc = _loadmgr(
         "longterm", "--history", str(damaged), "--from", "2024-03-09", "--to", "2024-03-11", "--dry-run",
-        "--master", "local[1]", tmp=tmp_path,
+        "--master", "local[1]", conf_dir=conf_dir, tmp=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert JAVA.search(proc.stderr) is None, proc.stderr[-3000:]

@@ -1,10 +1,11 @@
 """The Spark jobs on a real multi-worker cluster: a standalone master and two workers started from the
 installed pyspark's ``spark-class``, loopback only, on free ports. ``loadmgr longterm`` and ``loadmgr
-replay`` run against ``spark://`` and against ``local[2]`` and must give the same results; every JVM the
-test started is gone afterwards."""
+replay`` run against ``spark://`` and must give the same results as the same jobs on ``local[2]``; every
+JVM the test started is gone afterwards."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -21,7 +22,11 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
+from service.commands import longterm as longterm_cmd
+from service.commands import replay as replay_cmd
+from service.longterm.job import execute
 from service.zookeeper.server.process import free_port
+from tests.integration.conftest import QUICK_JVM, SPARK_TEST_CONF, spark_conf_dir
 from tests.integration.replay_history import write_history
 
 pyspark = pytest.importorskip("pyspark")
@@ -44,6 +49,7 @@ def _env() -> dict[str, str]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
             # The master's REST submission server binds a fixed port (6066) by default: parallel runs collide.
             "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+            "SPARK_DAEMON_JAVA_OPTS": QUICK_JVM,  # the master's and workers' JVMs
             "SPARK_NO_DAEMONIZE": "1",
         }
     )
@@ -156,10 +162,10 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _loadmgr(*argv: str) -> subprocess.CompletedProcess[str]:
+def _loadmgr(*argv: str, conf_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "service", *argv],
-        env=_env(),
+        env={**_env(), "SPARK_CONF_DIR": str(spark_conf_dir(conf_dir, SPARK_TEST_CONF))},
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -167,16 +173,31 @@ def _loadmgr(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _both(cluster: Standalone, *argv: str, out: Path, flag: str) -> None:
-    """The same command on the cluster and on local[2], side by side (they share the 2 cores anyway)."""
-    with ThreadPoolExecutor(2) as pool:
-        runs = {
-            master: pool.submit(_loadmgr, *argv, "--master", master, flag, str(out / name))
-            for master, name in ((cluster.url, "cluster"), ("local[2]", "local"))
-        }
-        for master, fut in runs.items():
-            done = fut.result()
-            assert done.returncode == 0, f"{master}: {done.stderr[-3000:]}"
+def _in_process(spark: Any, *argv: str) -> int:
+    """``loadmgr <argv>`` in this process, on its shared local[2] session."""
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    longterm_cmd.register(sub)
+    replay_cmd.register(sub)
+    args = parser.parse_args(argv)
+    if argv[0] == "longterm":
+        return execute(args, spark)
+    return replay_cmd.run(replay_cmd.options_from_args(args), spark)
+
+
+def _both(cluster: Standalone, spark: Any, *argv: str, out: Path, flag: str) -> None:
+    """The command on the cluster as an operator runs it (``loadmgr ... --master spark://``), and the
+    same job on local[2] in this process's shared session, side by side. (Not a second ``loadmgr``
+    process: its Python and JVM start cost a minute on a loaded 2-core machine; the job is the same.)"""
+    with ThreadPoolExecutor(1) as pool:
+        on_cluster = pool.submit(
+            _loadmgr, *argv, "--master", cluster.url, flag, str(out / "cluster"), conf_dir=out / "conf"
+        )
+        try:
+            assert _in_process(spark, *argv, flag, str(out / "local")) == 0, "local[2]"
+        finally:
+            done = on_cluster.result()
+    assert done.returncode == 0, f"{cluster.url}: {done.stderr[-3000:]}"
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -195,9 +216,11 @@ def _close(a: Any, b: Any) -> bool:
 
 
 def test_longterm_and_replay_on_a_standalone_cluster_equal_local(
-    cluster: Standalone, history: Path, tmp_path: Path
+    cluster: Standalone, history: Path, spark: Any, tmp_path: Path
 ) -> None:
-    _both(cluster, "longterm", "--history", str(history), *SPAN, "--dry-run", out=tmp_path, flag="--out")
+    _both(
+        cluster, spark, "longterm", "--history", str(history), *SPAN, "--dry-run", out=tmp_path, flag="--out"
+    )
     for part, key, count in (("bundles", "bundle", 24), ("brokers", "broker", 4)):
         on_cluster = sorted(_rows(tmp_path / "cluster" / part), key=lambda r: r[key])
         on_local = sorted(_rows(tmp_path / "local" / part), key=lambda r: r[key])
@@ -206,7 +229,7 @@ def test_longterm_and_replay_on_a_standalone_cluster_equal_local(
 
     replays = tmp_path / "replay"
     replays.mkdir()
-    _both(cluster, "replay", "--history", str(history), *SPAN, out=replays, flag="--json")
+    _both(cluster, spark, "replay", "--history", str(history), *SPAN, out=replays, flag="--json")
     got = {n: json.loads((replays / n).read_text()) for n in ("cluster", "local")}
     for doc in got.values():
         for run in doc["runs"]:
