@@ -18,13 +18,14 @@ is refused with it, and is not reported on its own. The leader's assignment hint
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.exceptions import RolledBackError
+from kazoo.exceptions import NodeExistsError, RolledBackError
 
 from service.zookeeper import paths as P
 from service.zookeeper.session.nodes import PIPELINE, JsonZk
@@ -215,14 +216,43 @@ def _settle(batch: list[Op], results: list[Any], fenced: bool, out: BatchResult)
 
 
 def _ensure_parents(zk: JsonZk, paths: list[str]) -> None:
-    """Create the missing parents of nodes about to be created: one pipelined ``exists`` each."""
+    """Create the missing parents of nodes about to be created: one pipelined ``exists`` each, then
+    the missing ones level by level, each level's creates pipelined. A cycle's hints go to every
+    destination broker's directory; on a cluster whose brokers never had one (Pulsar's own, or
+    written by other tools) that is hundreds of new directories, and one synchronous
+    ``ensure_path`` each (a round trip per level of each) cost seconds of the cycle's write."""
     parents = sorted({P.parent(p) for p in paths})
     if not parents:
         return
+    timeout = max(zk.session_timeout_s, 1.0) * 2
+    missing: set[str] = set()
     with translated():
-        for start in range(0, len(parents), PIPELINE):
-            chunk = parents[start : start + PIPELINE]
-            pending = [(p, zk.client.exists_async(p)) for p in chunk]
-            for p, result in pending:
-                if result.get(timeout=max(zk.session_timeout_s, 1.0) * 2) is None:
-                    zk.client.ensure_path(p)
+        # The missing parents, then their missing ancestors, a pipelined round of ``exists`` each
+        # (an existing node is never created: without CREATE on its parent that would be NoAuth).
+        checked: set[str] = set()
+        todo = parents
+        while todo:
+            checked.update(todo)
+            present = _exists_many(zk, todo, timeout)
+            absent = [p for p in todo if not present[p]]
+            missing.update(absent)
+            todo = sorted({q for p in absent if (q := P.parent(p)) not in ("/", "") and q not in checked})
+        by_depth: dict[int, list[str]] = {}
+        for p in missing:
+            by_depth.setdefault(p.count("/"), []).append(p)
+        for depth in sorted(by_depth):
+            level = sorted(by_depth[depth])
+            for start in range(0, len(level), PIPELINE):
+                created = [zk.client.create_async(p, b"") for p in level[start : start + PIPELINE]]
+                for result in created:
+                    with contextlib.suppress(NodeExistsError):  # another writer's meanwhile
+                        result.get(timeout=timeout)
+
+
+def _exists_many(zk: JsonZk, paths: list[str], timeout: float) -> dict[str, bool]:
+    out: dict[str, bool] = {}
+    for start in range(0, len(paths), PIPELINE):
+        pending = [(p, zk.client.exists_async(p)) for p in paths[start : start + PIPELINE]]
+        for p, result in pending:
+            out[p] = result.get(timeout=timeout) is not None
+    return out
