@@ -46,6 +46,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,7 @@ from service.leader.jobs import LeaderJobs  # noqa: E402
 from service.leader.load_view import LoadView  # noqa: E402
 from service.leader.metrics_sink import NoMetrics  # noqa: E402
 from service.leader.service import make_strategies  # noqa: E402
+from service.longterm.history import HistorySink  # noqa: E402
 from service.zookeeper import paths as P  # noqa: E402
 from service.zookeeper.metadata.store import ZkStore  # noqa: E402
 from service.zookeeper.server.launcher import EmbeddedZooKeeper, four_letter_word  # noqa: E402
@@ -78,6 +80,7 @@ CONFIG = {
     "loadBalancerLoadPlacementStrategy": STRATEGY,
     # This bench measures writing a whole cycle's plan at once: the disruption budget (issue 46) off.
     "loadBalancerMaxUnloadsInFlightPerBroker": 0,
+    "loadBalancerMaxUnloadsInFlightPerDestination": 0,
     "loadBalancerMaxUnloadsInFlight": 0,
     "loadBalancerMaxNumberOfBrokerSheddingPerCycle": 0,
     "loadBalanceSheddingDelayInSeconds": 0,
@@ -88,6 +91,7 @@ CONFIG = {
 # The disruption budget's keys the bench turns off (0 = no cap) unless ``--budget default``.
 BUDGET_KEYS = (
     "loadBalancerMaxUnloadsInFlightPerBroker",
+    "loadBalancerMaxUnloadsInFlightPerDestination",
     "loadBalancerMaxUnloadsInFlight",
     "loadBalancerMaxNumberOfBrokerSheddingPerCycle",
     "loadBalanceSheddingDelayInSeconds",
@@ -145,7 +149,6 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
     """A real ``loadmgr serve`` for ``minutes`` after it wins leadership: every shedding run due in
     that time must have started and finished, none missed or skipped, in its log and ``/metrics``."""
     import os
-    import tempfile
 
     import httpx
 
@@ -490,6 +493,9 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--serve-minutes", type=float, help="run `loadmgr serve` this long instead")
     ap.add_argument("--profile", type=int, default=0, help="cProfile one more unchanged refresh: top N")
+    ap.add_argument(
+        "--profile-cycle", type=int, default=0, help="cProfile the end-to-end cycle (timed apart): top N"
+    )
     ap.add_argument("--refreshes", type=int, default=10, help="more refreshes after reports changed")
     ap.add_argument(
         "--population",
@@ -555,8 +561,10 @@ def main() -> int:
         fence = leader.bump_epoch("bench-leader")
         view = LoadView()
         executor = ZkExecutor(leader, lambda: fence)
+        # As serve: a history sink takes every move written (its decision rows) and the cycle's rows.
+        history = HistorySink(tempfile.mkdtemp(prefix="live-scale-history-"))
         jobs = LeaderJobs(
-            leader, executor, executor, view, DecisionLog(500), NoMetrics(), None,
+            leader, executor, executor, view, DecisionLog(500), NoMetrics(), history,
             lambda: True, lambda: fence.version, random.Random(1),
         )  # fmt: skip
         shedder, placement = make_strategies(config)
@@ -611,21 +619,6 @@ def main() -> int:
                 flush=True,
             )
 
-        # BalancedShedder triggers on hit counts: one cycle (writing nothing here) arms them.
-        warm = jobs.shedding_cycle(config, shedder, placement)
-        print(f"warm-up cycle: {len(warm.moves) if warm else 0} moves", flush=True)
-        out["warmup_moves"] = len(warm.moves) if warm else 0
-
-        # The yardstick: the decision alone, on copies, so the real cycle below still has its work.
-        load = view.load.model_copy(deep=True)
-        ctx = copy.deepcopy(view.ctx)
-        s2, p2 = copy.deepcopy(strategies)
-        t0 = time.perf_counter()
-        plan = plan_shedding_cycle(load, config, s2, p2, ctx, now_ms(), random.Random(1))
-        out["in_memory_cycle_s"] = time.perf_counter() - t0
-        print(f"in-memory cycle {out['in_memory_cycle_s']:.2f} s, {len(plan.moves)} moves", flush=True)
-        del load, ctx, s2, p2, plan
-
         write_s = [0.0]
         applied = [0]
         unload_many = executor.unload_many
@@ -640,24 +633,71 @@ def main() -> int:
                 write_s[0] += time.perf_counter() - t
 
         executor.unload_many = timed_unload_many  # type: ignore[method-assign]
+
+        def cycle(label: str) -> Any:
+            write_s[0], applied[0] = 0.0, 0
+            prof = None
+            if args.profile_cycle:
+                import cProfile
+
+                prof = cProfile.Profile()
+                prof.enable()
+            t0 = time.perf_counter()
+            plan = jobs.shedding_cycle(config, shedder, placement)
+            took = time.perf_counter() - t0
+            if prof is not None:
+                import pstats
+
+                prof.disable()
+                if applied[0]:  # only a cycle that wrote is worth reading
+                    pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile_cycle)
+                    pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile_cycle)
+            assert plan is not None
+            out[f"{label}_s"] = took
+            out[f"{label}_phases"] = dict(jobs.last_phases)
+            out[f"{label}_moves"] = len(plan.moves)
+            out[f"{label}_written"] = applied[0]
+            out[f"{label}_write_s"] = write_s[0]
+            print(
+                f"{label}: {took:.2f} s, {len(plan.moves)} moves, {applied[0]} written in {write_s[0]:.2f} s "
+                f"({applied[0] / write_s[0] if write_s[0] else 0:.0f} moves/s); phases "
+                + ", ".join(f"{k} {v:.2f}" for k, v in jobs.last_phases.items()),
+                flush=True,
+            )
+            return plan
+
+        # BalancedShedder triggers on hit counts: its first cycle here (budget off) writes its whole plan.
+        warm = cycle("first_cycle")
+        out["warmup_moves"] = len(warm.moves)
+
+        # The yardstick: the decision alone, on copies, so the real cycle below still has its work.
+        load = view.load.model_copy(deep=True)
+        ctx = copy.deepcopy(view.ctx)
+        s2, p2 = copy.deepcopy(strategies)
+        t0 = time.perf_counter()
+        plan = plan_shedding_cycle(load, config, s2, p2, ctx, now_ms(), random.Random(1))
+        out["in_memory_cycle_s"] = time.perf_counter() - t0
+        print(f"in-memory cycle {out['in_memory_cycle_s']:.2f} s, {len(plan.moves)} moves", flush=True)
+        del load, ctx, s2, p2, plan
+
         cluster.write_reports(changed)  # the cycle's refresh is a steady one too
         time.sleep(0.5)
-        t0 = time.perf_counter()
-        plan = jobs.shedding_cycle(config, shedder, placement)
-        out["cycle_s"] = time.perf_counter() - t0
-        assert plan is not None
+        plan = cycle("cycle")
         out["moves"] = len(plan.moves)
         out["write_s"] = write_s[0]
         out["moves_applied"] = applied[0]
         out["moves_per_s"] = applied[0] / write_s[0] if write_s[0] else 0.0
-        print(
-            f"end-to-end cycle {out['cycle_s']:.2f} s: {out['moves']} moves, {applied[0]} written in "
-            f"{out['write_s']:.2f} s ({out['moves_per_s']:.0f} moves/s)",
-            flush=True,
-        )
+        plan = warm if warm.moves else plan
         got = leader.get_json(P.assignment_path(plan.moves[0].bundle)) if plan.moves else None
         assert got is None or got.value["broker"] == plan.moves[0].destination
 
+        history.close()
+        out["history"] = {
+            "decision_rows_written": history.stats.rows_written["moves"],
+            "decisions_dropped": getattr(history.stats, "decisions_dropped", None),
+            "cycles_dropped": history.stats.cycles_dropped,
+        }
+        print(f"history: {out['history']}", flush=True)
         out["leader_rss_mib"] = rss_mib()
         out["zk_heap_mib"] = zk_heap_mib(zk.pid) if zk.pid else None
         mntr = four_letter_word("127.0.0.1", int(zk.hosts.rsplit(":", 1)[1]), "mntr")
