@@ -28,7 +28,7 @@ from typing import Any
 from kazoo.exceptions import NodeExistsError, RolledBackError
 
 from service.zookeeper import paths as P
-from service.zookeeper.session.nodes import PIPELINE, JsonZk
+from service.zookeeper.session.nodes import JsonZk
 from service.zookeeper.session.wire import Versioned, json_bytes, translated
 
 log = logging.getLogger(__name__)
@@ -216,10 +216,10 @@ def _settle(batch: list[Op], results: list[Any], fenced: bool, out: BatchResult)
 
 
 def _ensure_parents(zk: JsonZk, paths: list[str]) -> None:
-    """Create the missing parents of nodes about to be created: one pipelined ``exists`` each, then
-    the missing ones level by level, each level's creates pipelined. A cycle's hints go to every
-    destination broker's directory; on a cluster whose brokers never had one (Pulsar's own, or
-    written by other tools) that is hundreds of new directories, and one synchronous
+    """Create the missing parents of nodes about to be created: read in multiRead batches, then the
+    missing ones level by level, each level in transactions of up to ``BATCH_OPS``. A cycle's hints
+    go to every destination broker's directory; on a cluster whose brokers never had one (Pulsar's
+    own, or written by other tools) that is hundreds of new directories, and one synchronous
     ``ensure_path`` each (a round trip per level of each) cost seconds of the cycle's write."""
     parents = sorted({P.parent(p) for p in paths})
     if not parents:
@@ -227,14 +227,14 @@ def _ensure_parents(zk: JsonZk, paths: list[str]) -> None:
     timeout = max(zk.session_timeout_s, 1.0) * 2
     missing: set[str] = set()
     with translated():
-        # The missing parents, then their missing ancestors, a pipelined round of ``exists`` each
+        # The missing parents, then their missing ancestors, one round of reads a level
         # (an existing node is never created: without CREATE on its parent that would be NoAuth).
         checked: set[str] = set()
         todo = parents
         while todo:
             checked.update(todo)
-            present = _exists_many(zk, todo, timeout)
-            absent = [p for p in todo if not present[p]]
+            present = zk.get_many(todo)  # multiRead: a thousand a request (``exists`` is one each)
+            absent = [p for p in todo if p not in present]
             missing.update(absent)
             todo = sorted({q for p in absent if (q := P.parent(p)) not in ("/", "") and q not in checked})
         by_depth: dict[int, list[str]] = {}
@@ -242,17 +242,17 @@ def _ensure_parents(zk: JsonZk, paths: list[str]) -> None:
             by_depth.setdefault(p.count("/"), []).append(p)
         for depth in sorted(by_depth):
             level = sorted(by_depth[depth])
-            for start in range(0, len(level), PIPELINE):
-                created = [zk.client.create_async(p, b"") for p in level[start : start + PIPELINE]]
+            # One transaction per level and thousand (one log write, where single creates cost a
+            # sync each); if another writer created one meanwhile, that chunk goes one by one.
+            for start in range(0, len(level), BATCH_OPS):
+                chunk = level[start : start + BATCH_OPS]
+                tx = zk.client.transaction()
+                for p in chunk:
+                    tx.create(p, b"")
+                results = tx.commit_async().get(timeout=timeout)
+                if not any(isinstance(r, Exception) for r in results):
+                    continue
+                created = [zk.client.create_async(p, b"") for p in chunk]
                 for result in created:
-                    with contextlib.suppress(NodeExistsError):  # another writer's meanwhile
+                    with contextlib.suppress(NodeExistsError):
                         result.get(timeout=timeout)
-
-
-def _exists_many(zk: JsonZk, paths: list[str], timeout: float) -> dict[str, bool]:
-    out: dict[str, bool] = {}
-    for start in range(0, len(paths), PIPELINE):
-        pending = [(p, zk.client.exists_async(p)) for p in paths[start : start + PIPELINE]]
-        for p, result in pending:
-            out[p] = result.get(timeout=timeout) is not None
-    return out
