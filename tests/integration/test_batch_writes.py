@@ -97,3 +97,21 @@ def test_missing_parents_are_created_pipelined_not_one_round_trip_each(
     again = commit_batches(store, [Op.hint(b, "t/deep0/x/0x0_0x1") for b in brokers[:5]], fence)
     assert again.transactions == 1 and synchronous == []
     assert all(len(store.client.get_children(P.hint_dir(b))) == 2 for b in brokers[:5])
+
+
+def test_a_parent_created_by_another_writer_meanwhile_costs_nothing(
+    store: ZkStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The level's transaction fails whole when one of its parents appeared since it was read (another
+    writer): that level then goes one create at a time, and every write still lands."""
+    fence = store.bump_epoch("leader")
+    brokers = [f"10.30.0.{i}:8080" for i in range(20)]
+    store.client.ensure_path(P.hint_dir(brokers[7]))
+    real = store.get_many
+    monkeypatch.setattr(
+        store, "get_many", lambda paths: {p: g for p, g in real(paths).items() if "10.30" not in p}
+    )
+    ops = [Op.hint(b, "t/ns/0x0_0x1") for b in brokers]
+    result = commit_batches(store, ops, fence)
+    assert not result.refused and not result.fenced_out
+    assert all(len(store.client.get_children(P.hint_dir(b))) == 1 for b in brokers)
