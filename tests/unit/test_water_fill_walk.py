@@ -1,5 +1,5 @@
-"""The fill's walk over destinations (balancer.shedding.water_fill._in_order): popped lazily from a
-copy of the heap instead of sorting the whole heap for every move (issue 49, item 13: 4.7 s of a
+"""The fill's walk over destinations (balancer.shedding.water_fill._in_order): over a list kept in
+order move by move instead of sorting the whole heap for every move (issue 49, item 13: 4.7 s of a
 7,883-move plan over 1,000 brokers), in exactly the order the sort gave."""
 
 from __future__ import annotations
@@ -30,16 +30,17 @@ def test_same_order_as_sorting_the_heap(seed: int) -> None:
         proj[b] = round(proj[b] + rng.uniform(-5, 5), 1)
         heap.append((proj[b], b))
     heapq.heapify(heap)
-    before = list(heap)
     first = min(heap)[1]
     ceiling = rng.uniform(0, 110)
-    walked = list(_in_order(first, heap, proj, ceiling))
-    assert walked == _sorted_walk(first, heap, proj, ceiling)
-    assert heap == before  # the caller's heap is left as it was
+    # The fill keeps one current entry per destination (a stale one is filtered as in the heap).
+    ordered = sorted({(proj[b], b) for b in brokers} | set(rng.sample(heap, min(len(heap), 5))))
+    walked = list(_in_order(first, ordered, proj, ceiling))
+    # A destination the heap lists twice (a move of weight 0) is walked once: the same verdict.
+    assert walked == list(dict.fromkeys(_sorted_walk(first, heap, proj, ceiling)))
 
 
 def test_lazy_the_caller_stops_early() -> None:
     proj = {f"b{i}": float(i) for i in range(1000)}
     heap = [(p, b) for b, p in proj.items()]
-    heapq.heapify(heap)
-    assert list(itertools.islice(_in_order("b0", heap, proj, 500.0), 3)) == ["b0", "b1", "b2"]
+    assert list(itertools.islice(_in_order("b0", sorted(heap), proj, 500.0), 3)) == ["b0", "b1", "b2"]
+    assert list(_in_order("b0", sorted(heap), proj, 3.0)) == ["b0", "b1", "b2"]  # none at the ceiling
