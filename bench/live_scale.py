@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import itertools
 import json
 import random
@@ -58,6 +59,7 @@ from balancer.config import LoadBalancerConfig  # noqa: E402
 from balancer.cycle import plan_shedding_cycle  # noqa: E402
 from bench.live_population import RawPopulation  # noqa: E402
 from service.demo.synthetic import SyntheticCluster  # noqa: E402
+from service.leader import heap  # noqa: E402
 from service.leader.clock import now_ms  # noqa: E402
 from service.leader.cluster_view import DecisionLog  # noqa: E402
 from service.leader.executors import ZkExecutor  # noqa: E402
@@ -574,6 +576,7 @@ def main() -> int:
         view.refresh(leader, now_ms(), strategies)
         out["first_sync_s"] = time.perf_counter() - t0
         out["first_sync_reads"] = reads(view)
+        heap.settle_after_sync()  # as serve does once the term's first sync is done
         print(f"first sync {out['first_sync_s']:.2f} s, reads {out['first_sync_reads']}", flush=True)
 
         t0 = time.perf_counter()
@@ -634,8 +637,23 @@ def main() -> int:
 
         executor.unload_many = timed_unload_many  # type: ignore[method-assign]
 
+        gc_time = {0: 0.0, 1: 0.0, 2: 0.0}
+        gc_runs = {0: 0, 1: 0, 2: 0}
+        gc_started = [0.0]
+
+        def on_gc(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                gc_started[0] = time.perf_counter()
+            else:
+                gc_time[info["generation"]] += time.perf_counter() - gc_started[0]
+                gc_runs[info["generation"]] += 1
+
+        gc.callbacks.append(on_gc)
+
         def cycle(label: str) -> Any:
             write_s[0], applied[0] = 0.0, 0
+            for g in gc_time:
+                gc_time[g], gc_runs[g] = 0.0, 0
             prof = None
             if args.profile_cycle:
                 import cProfile
@@ -658,10 +676,13 @@ def main() -> int:
             out[f"{label}_moves"] = len(plan.moves)
             out[f"{label}_written"] = applied[0]
             out[f"{label}_write_s"] = write_s[0]
+            # The garbage collector's passes during the cycle (by generation): time, count.
+            out[f"{label}_gc"] = {g: [round(gc_time[g], 3), gc_runs[g]] for g in gc_time}
             print(
                 f"{label}: {took:.2f} s, {len(plan.moves)} moves, {applied[0]} written in {write_s[0]:.2f} s "
                 f"({applied[0] / write_s[0] if write_s[0] else 0:.0f} moves/s); phases "
-                + ", ".join(f"{k} {v:.2f}" for k, v in jobs.last_phases.items()),
+                + ", ".join(f"{k} {v:.2f}" for k, v in jobs.last_phases.items())
+                + f"; gc (s, passes) by generation {out[f'{label}_gc']}",
                 flush=True,
             )
             return plan
@@ -669,6 +690,14 @@ def main() -> int:
         # BalancedShedder triggers on hit counts: its first cycle here (budget off) writes its whole plan.
         warm = cycle("first_cycle")
         out["warmup_moves"] = len(warm.moves)
+        # The move tick (every second, under the service lock in serve) with that plan in flight.
+        ticks = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            jobs.move_tick(config)
+            ticks.append(time.perf_counter() - t0)
+        out["move_tick_s"] = {"in_flight": len(jobs.moves.in_flight()), "median": statistics.median(ticks)}
+        print(f"move tick: {out['move_tick_s']}", flush=True)
 
         # The yardstick: the decision alone, on copies, so the real cycle below still has its work.
         load = view.load.model_copy(deep=True)
