@@ -323,22 +323,20 @@ class HistorySink:
                 return
 
     def _write(self, decisions: list[tuple[Any, ...]], cycles: list[Any]) -> None:
-        if not decisions and not cycles:
-            return
-        # A writer that died would leave the queue to fill and every later cycle dropped.
-        try:
-            if decisions:
-                self._write_decisions(decisions)
-            if cycles:
-                self._write_cycles(cycles)
-        except Exception:
-            with self._lock:
-                self.stats.write_errors += 1
-            log.exception(
-                "history: %d cycles and %d decision rows could not be turned into rows",
-                len(cycles),
-                len(decisions),
-            )
+        # A writer that died would leave the queue to fill and every later cycle dropped; one that
+        # cannot write the decisions still writes the cycles, and the other way round.
+        for what, items, write in (
+            ("decision rows", decisions, self._write_decisions),
+            ("cycles", cycles, self._write_cycles),
+        ):
+            if not items:
+                continue
+            try:
+                write(items)
+            except Exception:
+                with self._lock:
+                    self.stats.write_errors += 1
+                log.exception("history: %d %s could not be turned into rows", len(items), what)
 
     def _write_decisions(self, rows: list[tuple[Any, ...]]) -> None:
         groups: dict[tuple[str, str, str], list[tuple[Any, ...]]] = defaultdict(list)
