@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import itertools
 import json
 import random
@@ -46,6 +47,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,7 @@ from balancer.config import LoadBalancerConfig  # noqa: E402
 from balancer.cycle import plan_shedding_cycle  # noqa: E402
 from bench.live_population import RawPopulation  # noqa: E402
 from service.demo.synthetic import SyntheticCluster  # noqa: E402
+from service.leader import heap  # noqa: E402
 from service.leader.clock import now_ms  # noqa: E402
 from service.leader.cluster_view import DecisionLog  # noqa: E402
 from service.leader.executors import ZkExecutor  # noqa: E402
@@ -64,6 +67,7 @@ from service.leader.jobs import LeaderJobs  # noqa: E402
 from service.leader.load_view import LoadView  # noqa: E402
 from service.leader.metrics_sink import NoMetrics  # noqa: E402
 from service.leader.service import make_strategies  # noqa: E402
+from service.longterm.history import HistorySink  # noqa: E402
 from service.zookeeper import paths as P  # noqa: E402
 from service.zookeeper.metadata.store import ZkStore  # noqa: E402
 from service.zookeeper.server.launcher import EmbeddedZooKeeper, four_letter_word  # noqa: E402
@@ -78,6 +82,7 @@ CONFIG = {
     "loadBalancerLoadPlacementStrategy": STRATEGY,
     # This bench measures writing a whole cycle's plan at once: the disruption budget (issue 46) off.
     "loadBalancerMaxUnloadsInFlightPerBroker": 0,
+    "loadBalancerMaxUnloadsInFlightPerDestination": 0,
     "loadBalancerMaxUnloadsInFlight": 0,
     "loadBalancerMaxNumberOfBrokerSheddingPerCycle": 0,
     "loadBalanceSheddingDelayInSeconds": 0,
@@ -88,6 +93,7 @@ CONFIG = {
 # The disruption budget's keys the bench turns off (0 = no cap) unless ``--budget default``.
 BUDGET_KEYS = (
     "loadBalancerMaxUnloadsInFlightPerBroker",
+    "loadBalancerMaxUnloadsInFlightPerDestination",
     "loadBalancerMaxUnloadsInFlight",
     "loadBalancerMaxNumberOfBrokerSheddingPerCycle",
     "loadBalanceSheddingDelayInSeconds",
@@ -145,7 +151,6 @@ def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
     """A real ``loadmgr serve`` for ``minutes`` after it wins leadership: every shedding run due in
     that time must have started and finished, none missed or skipped, in its log and ``/metrics``."""
     import os
-    import tempfile
 
     import httpx
 
@@ -490,6 +495,9 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--serve-minutes", type=float, help="run `loadmgr serve` this long instead")
     ap.add_argument("--profile", type=int, default=0, help="cProfile one more unchanged refresh: top N")
+    ap.add_argument(
+        "--profile-cycle", type=int, default=0, help="cProfile the end-to-end cycle (timed apart): top N"
+    )
     ap.add_argument("--refreshes", type=int, default=10, help="more refreshes after reports changed")
     ap.add_argument(
         "--population",
@@ -555,8 +563,10 @@ def main() -> int:
         fence = leader.bump_epoch("bench-leader")
         view = LoadView()
         executor = ZkExecutor(leader, lambda: fence)
+        # As serve: a history sink takes every move written (its decision rows) and the cycle's rows.
+        history = HistorySink(tempfile.mkdtemp(prefix="live-scale-history-"))
         jobs = LeaderJobs(
-            leader, executor, executor, view, DecisionLog(500), NoMetrics(), None,
+            leader, executor, executor, view, DecisionLog(500), NoMetrics(), history,
             lambda: True, lambda: fence.version, random.Random(1),
         )  # fmt: skip
         shedder, placement = make_strategies(config)
@@ -566,6 +576,7 @@ def main() -> int:
         view.refresh(leader, now_ms(), strategies)
         out["first_sync_s"] = time.perf_counter() - t0
         out["first_sync_reads"] = reads(view)
+        heap.settle_after_sync()  # as serve does once the term's first sync is done
         print(f"first sync {out['first_sync_s']:.2f} s, reads {out['first_sync_reads']}", flush=True)
 
         t0 = time.perf_counter()
@@ -611,21 +622,6 @@ def main() -> int:
                 flush=True,
             )
 
-        # BalancedShedder triggers on hit counts: one cycle (writing nothing here) arms them.
-        warm = jobs.shedding_cycle(config, shedder, placement)
-        print(f"warm-up cycle: {len(warm.moves) if warm else 0} moves", flush=True)
-        out["warmup_moves"] = len(warm.moves) if warm else 0
-
-        # The yardstick: the decision alone, on copies, so the real cycle below still has its work.
-        load = view.load.model_copy(deep=True)
-        ctx = copy.deepcopy(view.ctx)
-        s2, p2 = copy.deepcopy(strategies)
-        t0 = time.perf_counter()
-        plan = plan_shedding_cycle(load, config, s2, p2, ctx, now_ms(), random.Random(1))
-        out["in_memory_cycle_s"] = time.perf_counter() - t0
-        print(f"in-memory cycle {out['in_memory_cycle_s']:.2f} s, {len(plan.moves)} moves", flush=True)
-        del load, ctx, s2, p2, plan
-
         write_s = [0.0]
         applied = [0]
         unload_many = executor.unload_many
@@ -640,24 +636,97 @@ def main() -> int:
                 write_s[0] += time.perf_counter() - t
 
         executor.unload_many = timed_unload_many  # type: ignore[method-assign]
+
+        gc_time = {0: 0.0, 1: 0.0, 2: 0.0}
+        gc_runs = {0: 0, 1: 0, 2: 0}
+        gc_started = [0.0]
+
+        def on_gc(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                gc_started[0] = time.perf_counter()
+            else:
+                gc_time[info["generation"]] += time.perf_counter() - gc_started[0]
+                gc_runs[info["generation"]] += 1
+
+        gc.callbacks.append(on_gc)
+
+        def cycle(label: str) -> Any:
+            write_s[0], applied[0] = 0.0, 0
+            for g in gc_time:
+                gc_time[g], gc_runs[g] = 0.0, 0
+            prof = None
+            if args.profile_cycle:
+                import cProfile
+
+                prof = cProfile.Profile()
+                prof.enable()
+            t0 = time.perf_counter()
+            plan = jobs.shedding_cycle(config, shedder, placement)
+            took = time.perf_counter() - t0
+            if prof is not None:
+                import pstats
+
+                prof.disable()
+                if applied[0]:  # only a cycle that wrote is worth reading
+                    pstats.Stats(prof).sort_stats("cumulative").print_stats(args.profile_cycle)
+                    pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile_cycle)
+            assert plan is not None
+            out[f"{label}_s"] = took
+            out[f"{label}_phases"] = dict(jobs.last_phases)
+            out[f"{label}_moves"] = len(plan.moves)
+            out[f"{label}_written"] = applied[0]
+            out[f"{label}_write_s"] = write_s[0]
+            # The garbage collector's passes during the cycle (by generation): time, count.
+            out[f"{label}_gc"] = {g: [round(gc_time[g], 3), gc_runs[g]] for g in gc_time}
+            print(
+                f"{label}: {took:.2f} s, {len(plan.moves)} moves, {applied[0]} written in {write_s[0]:.2f} s "
+                f"({applied[0] / write_s[0] if write_s[0] else 0:.0f} moves/s); phases "
+                + ", ".join(f"{k} {v:.2f}" for k, v in jobs.last_phases.items())
+                + f"; gc (s, passes) by generation {out[f'{label}_gc']}",
+                flush=True,
+            )
+            return plan
+
+        # BalancedShedder triggers on hit counts: its first cycle here (budget off) writes its whole plan.
+        warm = cycle("first_cycle")
+        out["warmup_moves"] = len(warm.moves)
+        # The move tick (every second, under the service lock in serve) with that plan in flight.
+        ticks = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            jobs.move_tick(config)
+            ticks.append(time.perf_counter() - t0)
+        out["move_tick_s"] = {"in_flight": len(jobs.moves.in_flight()), "median": statistics.median(ticks)}
+        print(f"move tick: {out['move_tick_s']}", flush=True)
+
+        # The yardstick: the decision alone, on copies, so the real cycle below still has its work.
+        load = view.load.model_copy(deep=True)
+        ctx = copy.deepcopy(view.ctx)
+        s2, p2 = copy.deepcopy(strategies)
+        t0 = time.perf_counter()
+        plan = plan_shedding_cycle(load, config, s2, p2, ctx, now_ms(), random.Random(1))
+        out["in_memory_cycle_s"] = time.perf_counter() - t0
+        print(f"in-memory cycle {out['in_memory_cycle_s']:.2f} s, {len(plan.moves)} moves", flush=True)
+        del load, ctx, s2, p2, plan
+
         cluster.write_reports(changed)  # the cycle's refresh is a steady one too
         time.sleep(0.5)
-        t0 = time.perf_counter()
-        plan = jobs.shedding_cycle(config, shedder, placement)
-        out["cycle_s"] = time.perf_counter() - t0
-        assert plan is not None
+        plan = cycle("cycle")
         out["moves"] = len(plan.moves)
         out["write_s"] = write_s[0]
         out["moves_applied"] = applied[0]
         out["moves_per_s"] = applied[0] / write_s[0] if write_s[0] else 0.0
-        print(
-            f"end-to-end cycle {out['cycle_s']:.2f} s: {out['moves']} moves, {applied[0]} written in "
-            f"{out['write_s']:.2f} s ({out['moves_per_s']:.0f} moves/s)",
-            flush=True,
-        )
+        plan = warm if warm.moves else plan
         got = leader.get_json(P.assignment_path(plan.moves[0].bundle)) if plan.moves else None
         assert got is None or got.value["broker"] == plan.moves[0].destination
 
+        history.close()
+        out["history"] = {
+            "decision_rows_written": history.stats.rows_written["moves"],
+            "decisions_dropped": getattr(history.stats, "decisions_dropped", None),
+            "cycles_dropped": history.stats.cycles_dropped,
+        }
+        print(f"history: {out['history']}", flush=True)
         out["leader_rss_mib"] = rss_mib()
         out["zk_heap_mib"] = zk_heap_mib(zk.pid) if zk.pid else None
         mntr = four_letter_word("127.0.0.1", int(zk.hosts.rsplit(":", 1)[1]), "mntr")

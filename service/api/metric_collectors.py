@@ -264,6 +264,12 @@ class ServiceCollector(Collector):
                 "cycles_dropped",
                 "Cycles the history writer dropped (behind).",
             ),
+            (
+                "loadmgr_history_decisions_dropped",
+                "decisions_dropped",
+                "Decision rows (moves, placements, splits) the history writer dropped: over 500,000 "
+                "waiting (behind).",
+            ),
             ("loadmgr_history_write_errors", "write_errors", "History files that failed to write."),
         ):
             fam = CounterMetricFamily(name, doc, labels=["cluster"])

@@ -158,6 +158,11 @@ class MoveQueue:
     def schedule(self, now: int, limits: PacingLimits) -> Schedule:
         """What may go now (:func:`balancer.pacing.pace`); remembered for the REST views."""
         with self._lock:
+            if not self._queued:
+                # Nothing to release: a plan written whole leaves tens of thousands in flight, and
+                # pacing them all again every tick only to release nothing cost 0.1-0.15 s a second.
+                self.last_schedule, self.last_schedule_ms = Schedule(), now
+                return self.last_schedule
             queue = [e.queued() for e in self._queued]
             flights = [e.flight() for e in self._in_flight.values()]
             history = dict(self.history)

@@ -26,6 +26,7 @@ from balancer.explain import explain
 from balancer.placement.base import PlacementStrategy
 from balancer.shedding.base import LoadSheddingStrategy
 from service.errors import ModeMismatch, ServiceError, StoreUnavailable
+from service.leader import heap
 from service.leader.clock import now_ms
 from service.leader.cluster_view import ClusterView, DecisionLog
 from service.leader.dynamic_config import ConfigUpdates, DynamicConfig, make_strategies
@@ -333,11 +334,13 @@ class LoadManagerService(Readiness, ClusterReads, ManualOperations, PulsarMode, 
             if self._term != term or not self.is_leader():
                 return
             self._synced = True
+            heap.settle_after_sync()  # under the lock: no job runs meanwhile
         log.info("first full sync and reconcile of this term done; jobs scheduled")
         self._schedule.resume(self._config)
 
     def _on_revoked(self) -> None:
         self._schedule.pause()
+        heap.term_ended()
         # The queue is this term's: a later leader re-plans on what it reads (move_queue.py).
         self.jobs.drop_moves("leadership lost")
         self.metrics.leader_changed(False)

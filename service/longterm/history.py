@@ -16,7 +16,10 @@ makes the job faster, never wrong.
 ``append_cycle`` only takes cheap copies (each broker's usage and its ``lastStats`` mapping) and queues
 them; one background thread builds the rows and does the Parquet I/O, so a slow or failing disk never
 delays a shedding cycle. When the queue is full the cycle is dropped and counted rather than blocking
-the leader. Each file is written under a hidden
+the leader. Decision rows (one per move, placement, split) are not queued one by one: a cycle without
+a disruption budget writes 20,000+ moves at once, which a queue sized for cycles dropped nearly all of;
+they gather in a list of their own (up to :data:`MAX_PENDING_DECISIONS`, far beyond any cycle) that the
+writer takes whole each time it wakes, one file per hour partition. Each file is written under a hidden
 name (leading ``_``, which Spark and pyarrow skip) in its final directory and then renamed, so a
 reader never sees a half-written file.
 
@@ -181,6 +184,7 @@ class SinkStats:
     cycles_queued: int = 0
     cycles_dropped: int = 0  # queue full: the writer is behind
     cycles_stale: int = 0  # time did not advance past the previous cycle
+    decisions_dropped: int = 0  # more than MAX_PENDING_DECISIONS rows waiting: the writer is behind
     files_written: int = 0
     rows_written: dict[str, int] = field(
         default_factory=lambda: {"bundles": 0, "brokers": 0, "cycles": 0, "moves": 0}
@@ -189,15 +193,28 @@ class SinkStats:
 
 
 _STOP = object()
-_DECISION = "decision"
+_WAKE = object()  # decision rows are waiting (the rows themselves are in ``HistorySink._decisions``)
+# Decision rows held while the writer is behind: five cycles of 100,000 moves. Beyond it a row is
+# dropped and counted (``decisions_dropped``): a stalled filesystem must not grow the leader without end.
+MAX_PENDING_DECISIONS = 500_000
 
 
 class HistorySink:
     """Appends leader cycles to the history dataset without ever blocking the caller."""
 
-    def __init__(self, uri: str, max_queue: int = 64, max_cycles_per_file: int = 60) -> None:
+    def __init__(
+        self,
+        uri: str,
+        max_queue: int = 64,
+        max_cycles_per_file: int = 60,
+        max_pending_decisions: int = MAX_PENDING_DECISIONS,
+    ) -> None:
         if max_queue < 1:
             raise InvalidInput("max_queue", max_queue, "must be at least 1")
+        if max_pending_decisions < 1:
+            raise InvalidInput("max_pending_decisions", max_pending_decisions, "must be at least 1")
+        self._decisions: list[tuple[Any, ...]] = []
+        self._max_decisions = max_pending_decisions
         self.uri = uri
         self._fs, self._root, self._local = resolve_filesystem(uri)
         self._queue: queue.Queue[object] = queue.Queue(maxsize=max_queue)
@@ -234,7 +251,7 @@ class HistorySink:
             self.stats.cycles_queued += 1
 
     def append_decision(self, record: Any) -> None:
-        """Queue a decision about a bundle (a ``DecisionRecord``) for the ``moves`` dataset; never blocks."""
+        """Keep a decision about a bundle (a ``DecisionRecord``) for the ``moves`` dataset; never blocks."""
         expl = record.explanation if isinstance(record.explanation, dict) else {}
         row = (
             int(record.time_ms),
@@ -248,11 +265,25 @@ class HistorySink:
         with self._lock:
             if self._closed:
                 return
-        try:
-            self._queue.put_nowait((_DECISION, row))
-        except queue.Full:
-            with self._lock:
-                self.stats.cycles_dropped += 1
+            if len(self._decisions) >= self._max_decisions:
+                self.stats.decisions_dropped += 1
+                dropped = self.stats.decisions_dropped
+            else:
+                self._decisions.append(row)
+                dropped = 0
+                if len(self._decisions) > 1:
+                    return  # the writer was woken for the first one and takes them all
+        if dropped:
+            if dropped == 1 or dropped % 10_000 == 0:
+                log.warning("history writer is behind: %d decision rows dropped so far", dropped)
+            return
+        with contextlib.suppress(queue.Full):  # a full queue wakes the writer anyway
+            self._queue.put_nowait(_WAKE)
+
+    def _take_decisions(self) -> list[tuple[Any, ...]]:
+        with self._lock:
+            rows, self._decisions = self._decisions, []
+        return rows
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, then stop the writer; never waits longer than ``timeout`` seconds
@@ -273,39 +304,51 @@ class HistorySink:
         while True:
             # Closed while the queue was full (no stop marker went in): drain what is queued, then end.
             if self._closed and self._queue.empty():
+                self._write(self._take_decisions(), [])
                 return
             try:
                 batch = [self._queue.get(timeout=0.5)]
             except queue.Empty:
-                continue
-            while len(batch) < self._max_batch:
+                batch = []
+            while batch and len(batch) < self._max_batch:
                 try:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
             stop = any(item is _STOP for item in batch)
-            cycles = [item for item in batch if item is not _STOP]
-            if cycles:
-                # A writer that died would leave the queue to fill and every later cycle dropped.
-                try:
-                    self._write_cycles(cycles)
-                except Exception:
-                    with self._lock:
-                        self.stats.write_errors += 1
-                    log.exception("history: %d cycles could not be turned into rows", len(cycles))
+            cycles = [item for item in batch if item is not _STOP and item is not _WAKE]
+            self._write(self._take_decisions(), cycles)
             if stop:
+                self._write(self._take_decisions(), [])
                 return
+
+    def _write(self, decisions: list[tuple[Any, ...]], cycles: list[Any]) -> None:
+        # A writer that died would leave the queue to fill and every later cycle dropped; one that
+        # cannot write the decisions still writes the cycles, and the other way round.
+        for what, items, write in (
+            ("decision rows", decisions, self._write_decisions),
+            ("cycles", cycles, self._write_cycles),
+        ):
+            if not items:
+                continue
+            try:
+                write(items)
+            except Exception:
+                with self._lock:
+                    self.stats.write_errors += 1
+                log.exception("history: %d %s could not be turned into rows", len(items), what)
+
+    def _write_decisions(self, rows: list[tuple[Any, ...]]) -> None:
+        groups: dict[tuple[str, str, str], list[tuple[Any, ...]]] = defaultdict(list)
+        for row in rows:
+            date, hour = partition_of(row[0])
+            groups[("moves", date, hour)].append(row)
+        self._write_groups(groups)
 
     def _write_cycles(self, cycles: list[Any]) -> None:
         # Group every queued cycle by partition so a backlog becomes one file per hour, not per cycle.
         groups: dict[tuple[str, str, str], list[tuple[Any, ...]]] = defaultdict(list)
-        for item in cycles:
-            if item[0] == _DECISION:
-                row = item[1]
-                date, hour = partition_of(row[0])
-                groups[("moves", date, hour)].append(row)
-                continue
-            now_ms, brokers, owners = item
+        for now_ms, brokers, owners in cycles:
             date, hour = partition_of(now_ms)
             b_rows = bundle_rows(now_ms, brokers, owners)
             groups[("bundles", date, hour)].extend(b_rows)
@@ -314,6 +357,9 @@ class HistorySink:
         # Dict order writes each partition's manifest after its bundle rows, so a reader in between sees
         # bundle times the manifest lacks, which the job detects; a failed bundle write leaves manifest times
         # without rows, which only send bundles to the job's exact (slower) path.
+        self._write_groups(groups)
+
+    def _write_groups(self, groups: Mapping[tuple[str, str, str], list[tuple[Any, ...]]]) -> None:
         for (dataset, date, hour), rows in groups.items():
             if not rows:
                 continue

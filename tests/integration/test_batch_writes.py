@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import ZkStore
 from service.zookeeper.session.batch import Op, commit_batches
 
@@ -69,3 +70,48 @@ def test_batches_stay_under_the_byte_limit(store: ZkStore) -> None:
     assert len(result.done) == 10 and result.transactions == 5  # two 100 KB writes per transaction
     with pytest.raises(ValueError, match="max_ops"):
         commit_batches(store, [], fence, max_ops=0)
+
+
+def test_missing_parents_are_created_pipelined_not_one_round_trip_each(
+    store: ZkStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cycle's hints go to every destination broker's directory. On a cluster written by Pulsar
+    (or by other tools) none exists yet: with one synchronous ensure_path each, 500 brokers cost
+    seconds of the write at 100k bundles (issue 49, item 13). Now: pipelined, level by level."""
+    fence = store.bump_epoch("leader")
+    synchronous: list[str] = []
+    real = store.client.ensure_path
+    monkeypatch.setattr(store.client, "ensure_path", lambda p, *a, **k: synchronous.append(p) or real(p))
+    brokers = [f"10.20.{i // 250}.{i % 250}:8080" for i in range(300)]
+    ops: list[Op] = []
+    for i, broker in enumerate(brokers):
+        bundle = f"t/deep{i % 3}/x/0x{i:08x}_0x{i + 1:08x}"
+        ops += [Op.create(f"/loadmgr/assignments/{bundle}", {"broker": broker}, key=bundle)]
+        ops += [Op.hint(broker, bundle)]
+    result = commit_batches(store, ops, fence)
+    assert len(result.done) == 300 and not result.refused
+    assert synchronous == []
+    for broker in brokers[::37]:
+        assert len(store.client.get_children(P.hint_dir(broker))) == 1
+    # Parents that exist by now are left alone; a second plan creates only what it needs.
+    again = commit_batches(store, [Op.hint(b, "t/deep0/x/0x0_0x1") for b in brokers[:5]], fence)
+    assert again.transactions == 1 and synchronous == []
+    assert all(len(store.client.get_children(P.hint_dir(b))) == 2 for b in brokers[:5])
+
+
+def test_a_parent_created_by_another_writer_meanwhile_costs_nothing(
+    store: ZkStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The level's transaction fails whole when one of its parents appeared since it was read (another
+    writer): that level then goes one create at a time, and every write still lands."""
+    fence = store.bump_epoch("leader")
+    brokers = [f"10.30.0.{i}:8080" for i in range(20)]
+    store.client.ensure_path(P.hint_dir(brokers[7]))
+    real = store.get_many
+    monkeypatch.setattr(
+        store, "get_many", lambda paths: {p: g for p, g in real(paths).items() if "10.30" not in p}
+    )
+    ops = [Op.hint(b, "t/ns/0x0_0x1") for b in brokers]
+    result = commit_batches(store, ops, fence)
+    assert not result.refused and not result.fenced_out
+    assert all(len(store.client.get_children(P.hint_dir(b))) == 1 for b in brokers)

@@ -92,3 +92,17 @@ def test_hash_vectors_facts() -> None:
     fmt = json.loads((HASH_DIR / "bundle_range_formatting.json").read_text())
     got = [bundle_name(c["namespace"], BundleRange(c["lower"], c["upper"])) for c in fmt["input"]["cases"]]
     assert got == fmt["expected"]["names"]
+
+
+def test_a_layouts_bundle_names_are_built_once_and_handed_out_as_copies() -> None:
+    """The leader lists every live bundle each reconcile (100,000 names at 100k bundles, issue 49 item
+    13): a layout is immutable, so its names are formatted once; each caller gets its own list."""
+    from balancer.bundles import NamespaceBundles
+
+    layout = NamespaceBundles.initial("t/ns", 64)
+    first = layout.bundle_names
+    first.append("t/ns/not-a-bundle")
+    again = layout.bundle_names
+    assert len(again) == 64 and again[0] == "t/ns/0x00000000_0x04000000" and again is not first
+    assert layout._names is layout._names  # the same tuple: built once
+    assert again == [str(n) for n in again] == [f"t/ns/{r.text}" for r in layout.ranges]

@@ -321,3 +321,66 @@ def test_decisions_are_recorded_with_their_kind(tmp_path: Path) -> None:
         ("shedding", "overloaded", "b2", False),
     ]
     assert sink.stats.rows_written["moves"] == 3
+
+
+def _decision(i: int) -> Any:
+    from service.leader.cluster_view import DecisionRecord
+
+    return DecisionRecord(
+        id=i, time_ms=T0 + i, kind="shedding", bundle=f"t/ns/{i:08x}", source="b1", destination="b2",
+        applied=True, explanation={"reason": "overloaded", "message": "m"},
+    )  # fmt: skip
+
+
+def test_a_whole_plan_of_decisions_is_written_none_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cycle without a disruption budget writes 21,000 moves at once (issue 49, item 13): each is a
+    decision row, appended far faster than the writer writes files. With one queue slot per row, a
+    64-slot queue dropped nearly all of them; now every row lands, in few files, and none is dropped."""
+    gate = threading.Event()
+    sink = HistorySink(str(tmp_path))
+    real = sink._write_file
+
+    def slow(*args: Any) -> None:  # the writer is busy (a slow disk) while the plan is recorded
+        gate.wait(10)
+        real(*args)
+
+    monkeypatch.setattr(sink, "_write_file", slow)
+    started = time.monotonic()
+    for i in range(21_000):
+        sink.append_decision(_decision(i))
+    assert time.monotonic() - started < 5.0, "append_decision blocked on a busy writer"
+    sink.append_cycle(T0 + 30_000, _load(), OWNERS)  # the cycle's own rows are not crowded out
+    gate.set()
+    sink.close()
+    assert sink.stats.decisions_dropped == 0 and sink.stats.cycles_dropped == 0
+    rows = _read(tmp_path, "moves")
+    assert len(rows) == 21_000
+    assert {r["bundle"] for r in rows} == {f"t/ns/{i:08x}" for i in range(21_000)}
+    assert sink.stats.files_written <= 10  # taken whole each time the writer wakes, not a file per row
+    assert len(_read(tmp_path, "bundles")) == 2
+
+
+def test_decisions_beyond_the_bound_are_dropped_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stalled filesystem must not grow the leader without end: past the bound a row is dropped and
+    counted (loadmgr_history_decisions_dropped), never blocking; what was held is written once it
+    answers again."""
+    sink, gate = _stalled_sink(tmp_path, monkeypatch)
+    sink._max_decisions = 100
+    sink.append_decision(_decision(0))
+    deadline = time.monotonic() + 5
+    while sink._decisions and time.monotonic() < deadline:  # the writer took the first one: stalled
+        time.sleep(0.01)
+    started = time.monotonic()
+    for i in range(1, 151):
+        sink.append_decision(_decision(i))
+    assert time.monotonic() - started < 1.0
+    assert sink.stats.decisions_dropped == 50
+    gate.set()
+    sink.close()
+    assert len(_read(tmp_path, "moves")) == 101
+    with pytest.raises(InvalidInput, match="max_pending_decisions"):
+        HistorySink(str(tmp_path), max_pending_decisions=0)

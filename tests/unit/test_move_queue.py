@@ -57,3 +57,25 @@ def test_the_dry_run_preview_changes_nothing_and_a_replan_carries_a_shedding_on(
     assert q.history[A].last_unload_ms == 2_000 and q.history[A].plan == plan
     again = q.preview([mv(4)], 300_000, LIMITS, {A: 182_000})
     assert [m.bundle for m in again.release] == ["ns/b4"]
+
+
+def test_nothing_queued_is_not_paced_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan written whole (no disruption budget) leaves tens of thousands of moves in flight and
+    none queued: the tick's schedule releases nothing without pacing them all again (issue 49, item 13:
+    0.1-0.15 s a second at 21,000 in flight). With a move queued, it is paced as before."""
+    import service.leader.move_queue as mq
+
+    q = MoveQueue(clock=lambda: 1_000)
+    q.submit([mv(i, source=f"s{i}:8080") for i in range(50)], "shedding")
+    for e in q.take_many([f"ns/b{i}" for i in range(50)], 1_000):
+        q.released(e, 1_000)
+    calls: list[int] = []
+    real = mq.pace
+    monkeypatch.setattr(mq, "pace", lambda queue, *a: calls.append(len(queue)) or real(queue, *a))
+    sched = q.schedule(2_000, LIMITS)
+    assert sched.release == [] and sched.waiting == [] and calls == []
+    assert q.waiting() == {} and len(q.in_flight()) == 50
+    q.submit([mv(99)], "shedding")
+    sched = q.schedule(2_000, LIMITS)
+    assert calls == [1] and {w.reason for _, w in sched.waiting} == {"cluster_busy"}
+    assert set(q.waiting()) == {"ns/b99"}

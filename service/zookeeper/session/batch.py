@@ -18,16 +18,17 @@ is refused with it, and is not reported on its own. The leader's assignment hint
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.exceptions import RolledBackError
+from kazoo.exceptions import NodeExistsError, RolledBackError
 
 from service.zookeeper import paths as P
-from service.zookeeper.session.nodes import PIPELINE, JsonZk
+from service.zookeeper.session.nodes import JsonZk
 from service.zookeeper.session.wire import Versioned, json_bytes, translated
 
 log = logging.getLogger(__name__)
@@ -215,14 +216,43 @@ def _settle(batch: list[Op], results: list[Any], fenced: bool, out: BatchResult)
 
 
 def _ensure_parents(zk: JsonZk, paths: list[str]) -> None:
-    """Create the missing parents of nodes about to be created: one pipelined ``exists`` each."""
+    """Create the missing parents of nodes about to be created: read in multiRead batches, then the
+    missing ones level by level, each level in transactions of up to ``BATCH_OPS``. A cycle's hints
+    go to every destination broker's directory; on a cluster whose brokers never had one (Pulsar's
+    own, or written by other tools) that is hundreds of new directories, and one synchronous
+    ``ensure_path`` each (a round trip per level of each) cost seconds of the cycle's write."""
     parents = sorted({P.parent(p) for p in paths})
     if not parents:
         return
+    timeout = max(zk.session_timeout_s, 1.0) * 2
+    missing: set[str] = set()
     with translated():
-        for start in range(0, len(parents), PIPELINE):
-            chunk = parents[start : start + PIPELINE]
-            pending = [(p, zk.client.exists_async(p)) for p in chunk]
-            for p, result in pending:
-                if result.get(timeout=max(zk.session_timeout_s, 1.0) * 2) is None:
-                    zk.client.ensure_path(p)
+        # The missing parents, then their missing ancestors, one round of reads a level
+        # (an existing node is never created: without CREATE on its parent that would be NoAuth).
+        checked: set[str] = set()
+        todo = parents
+        while todo:
+            checked.update(todo)
+            present = zk.get_many(todo)  # multiRead: a thousand a request (``exists`` is one each)
+            absent = [p for p in todo if p not in present]
+            missing.update(absent)
+            todo = sorted({q for p in absent if (q := P.parent(p)) not in ("/", "") and q not in checked})
+        by_depth: dict[int, list[str]] = {}
+        for p in missing:
+            by_depth.setdefault(p.count("/"), []).append(p)
+        for depth in sorted(by_depth):
+            level = sorted(by_depth[depth])
+            # One transaction per level and thousand (one log write, where single creates cost a
+            # sync each); if another writer created one meanwhile, that chunk goes one by one.
+            for start in range(0, len(level), BATCH_OPS):
+                chunk = level[start : start + BATCH_OPS]
+                tx = zk.client.transaction()
+                for p in chunk:
+                    tx.create(p, b"")
+                results = tx.commit_async().get(timeout=timeout)
+                if not any(isinstance(r, Exception) for r in results):
+                    continue
+                created = [zk.client.create_async(p, b"") for p in chunk]
+                for result in created:
+                    with contextlib.suppress(NodeExistsError):
+                        result.get(timeout=timeout)
