@@ -45,6 +45,16 @@ from balancer.explain import Explanation, explain
 
 KINDS = ("manual", "drain", "shedding")  # release priority, first first
 
+# The disruption budget's keys; each set to 0 turns the budget off (a plan goes at once, as before issue 46).
+BUDGET_KEYS = (
+    "loadBalancerMaxUnloadsInFlightPerBroker",
+    "loadBalancerMaxUnloadsInFlightPerDestination",
+    "loadBalancerMaxUnloadsInFlight",
+    "loadBalancerMaxNumberOfBrokerSheddingPerCycle",
+    "loadBalanceSheddingDelayInSeconds",
+    "loadBalancerUnloadSpacingSeconds",
+)
+
 
 @dataclass(frozen=True)
 class QueuedMove:

@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from balancer.config import LoadBalancerConfig  # noqa: E402
 from balancer.cycle import plan_shedding_cycle  # noqa: E402
+from balancer.pacing import BUDGET_KEYS  # noqa: E402
 from bench.live_population import RawPopulation  # noqa: E402
 from service.demo.synthetic import SyntheticCluster  # noqa: E402
 from service.leader import heap  # noqa: E402
@@ -81,24 +82,11 @@ CONFIG = {
     "loadBalancerLoadSheddingStrategy": STRATEGY,
     "loadBalancerLoadPlacementStrategy": STRATEGY,
     # This bench measures writing a whole cycle's plan at once: the disruption budget (issue 46) off.
-    "loadBalancerMaxUnloadsInFlightPerBroker": 0,
-    "loadBalancerMaxUnloadsInFlightPerDestination": 0,
-    "loadBalancerMaxUnloadsInFlight": 0,
-    "loadBalancerMaxNumberOfBrokerSheddingPerCycle": 0,
-    "loadBalanceSheddingDelayInSeconds": 0,
-    "loadBalancerUnloadSpacingSeconds": 0,
+    **dict.fromkeys(BUDGET_KEYS, 0),
 }
 
 
-# The disruption budget's keys the bench turns off (0 = no cap) unless ``--budget default``.
-BUDGET_KEYS = (
-    "loadBalancerMaxUnloadsInFlightPerBroker",
-    "loadBalancerMaxUnloadsInFlightPerDestination",
-    "loadBalancerMaxUnloadsInFlight",
-    "loadBalancerMaxNumberOfBrokerSheddingPerCycle",
-    "loadBalanceSheddingDelayInSeconds",
-    "loadBalancerUnloadSpacingSeconds",
-)
+# The disruption budget's keys (balancer.pacing.BUDGET_KEYS) are off (0) unless ``--budget default``.
 
 
 def rss_mib() -> float:

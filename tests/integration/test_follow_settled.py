@@ -17,6 +17,7 @@ import pytest
 
 from balancer.config import LoadBalancerConfig
 from balancer.explain import explain
+from balancer.pacing import BUDGET_KEYS
 from bench.live_population import RawPopulation
 from bench.raw_populate import Cluster as RawCluster
 from service.leader.cluster_view import DecisionLog
@@ -32,14 +33,7 @@ from tests.integration.conftest import wait_for
 
 pytestmark = pytest.mark.integration
 
-OFF = {
-    "loadBalancerMaxUnloadsInFlightPerBroker": 0,
-    "loadBalancerMaxUnloadsInFlightPerDestination": 0,
-    "loadBalancerMaxUnloadsInFlight": 0,
-    "loadBalancerMaxNumberOfBrokerSheddingPerCycle": 0,
-    "loadBalanceSheddingDelayInSeconds": 0,
-    "loadBalancerUnloadSpacingSeconds": 0,
-}
+OFF = dict.fromkeys(BUDGET_KEYS, 0)
 
 
 @pytest.fixture
