@@ -192,7 +192,7 @@ def start_serve(
 def run_seed(seed: int, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     import httpx
 
-    from bench.head_to_head_clients import SequenceChecker, SequencedWorkload
+    from bench.head_to_head_clients import SequenceChecker, SequencedWorkload, stop_run
     from service.pulsar.admin import PulsarAdmin
     from service.pulsar.cluster import PulsarCluster
     from service.pulsar.netns import netns_unavailable
@@ -383,14 +383,7 @@ def run_seed(seed: int, args: argparse.Namespace, run_dir: Path) -> dict[str, An
         )
         return out
     finally:
-        if serve is not None and serve.poll() is None:
-            serve.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                serve.wait(timeout=20)
-        for client in (work, checker):
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    client.stop()
+        stop_run(serve, work, checker)
         with contextlib.suppress(Exception):
             for f in cluster.data_dir.glob("broker-*.log"):
                 (run_dir / f.name).write_bytes(f.read_bytes()[-3_000_000:])

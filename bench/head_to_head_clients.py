@@ -178,3 +178,15 @@ class SequenceChecker:
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()
+
+
+def stop_run(serve: Any, *clients: Any) -> None:
+    """A run's teardown, whatever failed: loadmgr's serve process (20 s to exit), then the clients."""
+    if serve is not None and serve.poll() is None:
+        serve.terminate()
+        with contextlib.suppress(Exception):
+            serve.wait(timeout=20)
+    for client in clients:
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.stop()

@@ -170,7 +170,7 @@ def wait_for(pred: Any, timeout: float, what: str) -> None:
 
 
 def run_one(name: str, seed: int, args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
-    from bench.head_to_head_clients import SequenceChecker, SequencedWorkload
+    from bench.head_to_head_clients import SequenceChecker, SequencedWorkload, stop_run
     from service.pulsar.admin import PulsarAdmin
     from service.pulsar.cluster import PulsarCluster
     from service.pulsar.workload import topics_for_bundles
@@ -288,14 +288,7 @@ def run_one(name: str, seed: int, args: argparse.Namespace, run_dir: Path) -> di
             name, contender.label, seed, settings, phases, sampler, work, checker, missing, topics, args, meta
         )
     finally:
-        if serve is not None and serve.poll() is None:
-            serve.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                serve.wait(timeout=20)
-        for client in (work, checker):
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    client.stop()
+        stop_run(serve, work, checker)
         cluster.stop()
 
 
