@@ -98,6 +98,15 @@ class Settings(BaseSettings):
     pulsar_check_interval_s: float = Field(
         30.0, gt=0, le=3600, allow_inf_nan=False, description="How often the brokers' settings are re-read"
     )
+    pulsar_warm_up_timeout_s: float = Field(
+        10.0,
+        ge=0,
+        le=120,
+        allow_inf_nan=False,
+        description="Pulsar mode: before the first move into a broker (and every 5 minutes after), run "
+        "Pulsar's broker health check on it, waiting at most this long, so that the broker's first topic "
+        "is not loaded while clients wait (0: off)",
+    )
     configuration_store: str = Field(
         "",
         description="Pulsar's configuration store (isolation policies, failure domains, namespace policies) "

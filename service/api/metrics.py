@@ -28,7 +28,14 @@ from prometheus_client import (
 
 from balancer.models import LocalBrokerData
 from service.api.metric_collectors import BrokerCollector, BrokerSnapshot, PulsarLbCounters, ServiceCollector
-from service.leader.metrics_sink import JOB_NAMES, MOVE_KINDS, MOVE_MODES, PATH_KINDS, RUN_OUTCOMES
+from service.leader.metrics_sink import (
+    JOB_NAMES,
+    MOVE_KINDS,
+    MOVE_MODES,
+    PATH_KINDS,
+    RUN_OUTCOMES,
+    WARM_UP_RESULTS,
+)
 
 # Label values created at zero up front: a counter series that does not exist yet makes rate() and
 # increase() return nothing, so a dashboard panel shows "No data" where it should show 0.
@@ -133,6 +140,16 @@ class PrometheusMetrics:
         for mode in MOVE_MODES:
             for kind in MOVE_KINDS:
                 self.move_served_seconds.labels(cluster, mode, kind)
+        # Pulsar mode: the health check run on a destination broker before moving into it
+        # (service.pulsar.warm_up), per outcome.
+        self.warm_ups = Counter(
+            "loadmgr_pulsar_destination_warm_ups_total",
+            "Pulsar health checks run on a destination broker before a move into it, per result.",
+            ["cluster", "result"],
+            registry=r,
+        )
+        for result in WARM_UP_RESULTS:
+            self.warm_ups.labels(cluster, result)
         self.cycles = Counter(
             "loadmgr_shedding_cycles_total", "Leader shedding cycles run.", labels, registry=r
         ).labels(cluster)
@@ -278,6 +295,10 @@ class PrometheusMetrics:
     def move_served(self, mode: str, kind: str, seconds: float) -> None:
         if mode in MOVE_MODES and kind in MOVE_KINDS:
             self.move_served_seconds.labels(self.cluster, mode, kind).observe(max(seconds, 0.0))
+
+    def warm_up(self, result: str, seconds: float) -> None:
+        if result in WARM_UP_RESULTS:
+            self.warm_ups.labels(self.cluster, result).inc()
 
     def zk_error(self, kind: str) -> None:
         self.zk_errors.labels(self.cluster, kind or "unknown").inc()

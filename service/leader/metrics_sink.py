@@ -15,6 +15,8 @@ JOB_NAMES = ("shedding", "reconcile", "bundle-data", "split", "moves")
 # The label values of ``move_served``: where a move was carried out, and whose move it was.
 MOVE_MODES = ("zookeeper", "pulsar")
 MOVE_KINDS = ("shedding", "manual", "drain")
+# The label values of ``warm_up``: what Pulsar's health check on a destination answered.
+WARM_UP_RESULTS = ("ok", "failed", "refused")
 # What the scheduler did with a due run of a job, the label values of ``job_run``.
 RUN_OUTCOMES = ("started", "executed", "error", "missed", "max_instances")
 
@@ -43,6 +45,7 @@ class MetricsSink(Protocol):
     def view_updated(self, view: ClusterView, scores: dict[str, dict[str, float]]) -> None: ...
     def pulsar_settings(self, problems: int, acting: bool) -> None: ...
     def move_served(self, mode: str, kind: str, seconds: float) -> None: ...
+    def warm_up(self, result: str, seconds: float) -> None: ...
 
 
 class NoMetrics:
@@ -94,4 +97,7 @@ class NoMetrics:
         pass
 
     def move_served(self, mode: str, kind: str, seconds: float) -> None:
+        pass
+
+    def warm_up(self, result: str, seconds: float) -> None:
         pass

@@ -34,6 +34,7 @@ from service.pulsar.admin import PulsarAdmin, PulsarAdminExecutor, PulsarTls
 from service.pulsar.broker_kind import BrokerKinds
 from service.pulsar.broker_settings import Verdict, check
 from service.pulsar.extensible import read_metadata_channel
+from service.pulsar.warm_up import Warmer
 from service.zookeeper import paths as P
 
 if TYPE_CHECKING:
@@ -137,7 +138,14 @@ class PulsarMode:
             lambda root: read_metadata_channel(self.store, root),
             on_ready=self._pulsar_wake.set,  # check again at once: loadmgr may act now
         )
-        return PulsarAdminExecutor(self.pulsar_admin)
+        admin = self.pulsar_admin
+        warmer = Warmer(
+            admin.status,
+            "https" if any(u.startswith("https") for u in admin.urls) else "http",
+            settings.pulsar_warm_up_timeout_s,
+            on_result=lambda result, seconds: self.metrics.warm_up(result, seconds),
+        )
+        return PulsarAdminExecutor(admin, warmer=warmer, may_write=lambda: self.is_leader())
 
     @property
     def election_path(self) -> str:

@@ -17,7 +17,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,9 @@ import httpx
 
 from balancer.bundles import BundleRange, split_bundle_name
 from balancer.errors import ConfigError
-from service.errors import ExecutorError
+from service.errors import ExecutorError, StaleWrite
 from service.json_bounds import MAX_HTTP_BYTES, JsonRefused, loads
+from service.pulsar.warm_up import Warmer
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,10 @@ class PulsarAdmin:
                 )
             return resp
         raise ExecutorError(f"{method} {path}: no broker answered ({type(last).__name__}: {last})")
+
+    def status(self, url: str, timeout_s: float) -> int:
+        """The HTTP status ``url`` answers a GET with (httpx.HTTPError when it does not answer)."""
+        return self._client.get(url, timeout=timeout_s).status_code
 
     def get_json(self, path: str, base: str | None = None, params: dict[str, str] | None = None) -> Any:
         resp = self.request("GET", path, base=base, params=params)
@@ -266,8 +271,18 @@ class PulsarAdminExecutor:
     name = "pulsar-admin"
     remote_split = True
 
-    def __init__(self, admin: PulsarAdmin, split_seen_within_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        admin: PulsarAdmin,
+        split_seen_within_s: float = 10.0,
+        warmer: Warmer | None = None,
+        may_write: Callable[[], bool] | None = None,
+    ) -> None:
         self.admin = admin
+        self.warmer = warmer
+        # Asked again after a warm-up, which may take seconds: a leader that lost its lease
+        # meanwhile must not unload.
+        self.may_write = may_write
         # A broker other than the one that split may serve the bundle list from a cache that the
         # metadata store's notification refreshes a moment later: wait that long for the children.
         self._split_seen_within_s = split_seen_within_s
@@ -278,6 +293,9 @@ class PulsarAdminExecutor:
     bundle_path = staticmethod(PulsarAdmin.bundle_path)
 
     def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
+        warmed = destination and self.warmer is not None and self.warmer.warm(destination) is not None
+        if warmed and self.may_write is not None and not self.may_write():
+            raise StaleWrite(f"not the leader any more after warming {destination}: {bundle} not unloaded")
         self.admin.unload(bundle, destination)
         log.info("pulsar admin: unloaded %s from %s to %s (%s)", bundle, source, destination or "any", reason)
 
