@@ -229,6 +229,14 @@ def test_skewed_cluster_is_balanced_by_moves_pulsar_carries_out(
         histogram = s.metric(
             'loadmgr_bundle_move_served_duration_seconds_count{cluster="standalone",kind="shedding",mode="pulsar"}'
         )
+        # Each destination was warmed with Pulsar's health check before its first move, once per
+        # destination within 5 minutes (a check that failed or timed out on this loaded machine still
+        # counts: the move goes on after it).
+        warmed = sum(
+            s.metric(f'loadmgr_pulsar_destination_warm_ups_total{{cluster="standalone",result="{r}"}}') or 0
+            for r in ("ok", "failed", "refused")
+        )
+        destinations = {d["destination"] for d in moves}
         time.sleep(3)  # acknowledgements of the last messages sent
     gaps = {
         rng: work.longest_gap([t for t, r in topics.items() if r == rng], since=moved_from) for rng in last
@@ -238,9 +246,11 @@ def test_skewed_cluster_is_balanced_by_moves_pulsar_carries_out(
         f"failed sends: {work.failed()} of {work.acked() + work.failed()}; "
         f"longest publish gap per moved bundle (s): { {k: round(v, 2) for k, v in gaps.items()} }; "
         f"msg/s per broker before {before} after {after}; unload to served from {hot}, in order (s): "
-        f"{[round((d['servedMs'] - d['releasedMs']) / 1000, 2) for d in served]}; histogram count {histogram}"
+        f"{[round((d['servedMs'] - d['releasedMs']) / 1000, 2) for d in served]}; "
+        f"histogram count {histogram}; destinations warmed {warmed}"
     )
     assert served and histogram is not None and histogram >= len(served)
+    assert warmed == len(destinations), (warmed, destinations)
     assert work.failed() == 0
     assert max(gaps.values()) < 15.0  # a move costs a producer seconds at most, never a stall
 
