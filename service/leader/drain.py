@@ -150,9 +150,12 @@ class Observation:
     idle: Collection[str] = ()
 
 
-def in_flight_outcome(state: DrainState, obs: Observation, served_timeout_ms: int) -> str:
+def in_flight_outcome(
+    state: DrainState, obs: Observation, served_timeout_ms: int, back_after_ms: int | None = None
+) -> str:
     """What became of the bundle in flight: ``served`` (at its destination), ``elsewhere`` (owned by
-    another broker than the drained one), ``gone`` (split or deleted), ``waiting``, or, after
+    another broker than the drained one), ``gone`` (split or deleted), ``waiting``, ``back`` (with
+    ``back_after_ms``: the drained broker owns it that long after its move started), or, after
     ``served_timeout_ms`` (at once for an idle bundle), ``unowned`` (nobody took it: it is off the
     drained broker) or ``stuck`` (the drained broker still owns it)."""
     f = state.in_flight
@@ -166,6 +169,8 @@ def in_flight_outcome(state: DrainState, obs: Observation, served_timeout_ms: in
         return "elsewhere"
     if where is None and f.bundle in obs.idle:
         return "unowned"
+    if where == state.broker and back_after_ms is not None and obs.now_ms - f.since_ms >= back_after_ms:
+        return "back"
     if obs.now_ms - f.since_ms < served_timeout_ms:
         return "waiting"
     return "unowned" if where is None else "stuck"
@@ -186,11 +191,13 @@ class DrainSequencer:
         submit: Submit,
         on_event: Callable[[str, DrainState, Move | None, str], None],
         served_timeout_ms: int = 30_000,
+        back_after_ms: int | None = None,
     ) -> None:
         self.persist = persist
         self.submit = submit
         self.on_event = on_event
         self.served_timeout_ms = served_timeout_ms
+        self.back_after_ms = back_after_ms
 
     def tick(
         self, state: DrainState, obs: Observation, owned: list[str], plan: Callable[[set[str]], DrainStep]
@@ -244,7 +251,7 @@ class DrainSequencer:
         """Settle the bundle in flight; False while it is still on its way."""
         f = state.in_flight
         assert f is not None
-        outcome = in_flight_outcome(state, obs, self.served_timeout_ms)
+        outcome = in_flight_outcome(state, obs, self.served_timeout_ms, self.back_after_ms)
         if outcome == "waiting":
             return False
         state.in_flight = None
@@ -257,6 +264,8 @@ class DrainSequencer:
             )
         elif outcome == "stuck":
             self._attempt_failed(state, f.bundle, f"still owned by {state.broker} after the move")
+        elif outcome == "back":
+            self._attempt_failed(state, f.bundle, f"Pulsar placed it back on {state.broker}")
         self.on_event(outcome, state, None, f.bundle)
         self.persist(state)
         return True

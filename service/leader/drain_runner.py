@@ -41,6 +41,12 @@ log = logging.getLogger("service.leader.service")
 TICK_S = 0.2  # how often a running drain looks whether its bundle in flight is served
 IDLE_S = 2.0
 SERVED_TIMEOUT_MS = 30_000
+# Pulsar mode: its admin unload answers once the bundle is released, and the drain's next tick runs
+# after that answer, so the drained broker owning the bundle this long after the move started means a
+# lookup placed it back there (Pulsar drops the destination's affinity when that broker's first lookup
+# meets the old ownership lock; its own placement then picks the broker that just emptied). Twice on
+# real brokers the drain waited the whole served timeout (30 s) before moving it again.
+PULSAR_BACK_AFTER_MS = 5_000
 SWEEP_S = 5.0  # Pulsar mode: how often cordoned brokers are looked at for bundles Pulsar placed there
 
 
@@ -229,7 +235,13 @@ class DrainRunner:
                 # written (a leader that stopped between recording it and writing it): choose again.
                 log.info("drain: %s was recorded in flight but never moved; choosing again", f.bundle)
                 state.in_flight = None
-            seq = DrainSequencer(persist, self._drain_submit, self._drain_event, self.drain_served_timeout_ms)
+            seq = DrainSequencer(
+                persist,
+                self._drain_submit,
+                self._drain_event,
+                self.drain_served_timeout_ms,
+                None if self.jobs.zk_native else PULSAR_BACK_AFTER_MS,
+            )
             changed = seq.tick(state, obs, owned, plan)
             due = state.state == DONE and state.then_shutdown and state.shutdown is None
             data = snap.brokers.get(state.broker)
@@ -257,7 +269,7 @@ class DrainRunner:
         if self.jobs.zk_native:
             assigned = self.store.read_assignment(f.bundle)
             return assigned is not None and assigned.value.broker == f.destination
-        return True
+        return now_ms() - f.since_ms < PULSAR_BACK_AFTER_MS
 
     def _spacing_hold(self, broker: str, now: int) -> Explanation | None:
         """Why the drain's next bundle with traffic waits: an unload the drained broker took part in

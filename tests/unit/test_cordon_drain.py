@@ -336,6 +336,52 @@ def test_an_idle_bundle_left_unowned_is_off_the_broker_at_once_a_busy_one_is_wai
     assert in_flight_outcome(state, Observation({}, [], {HOT}, 1000), 30_000) == "gone"
 
 
+def test_pulsar_placing_the_bundle_back_on_the_drained_broker_is_seen_in_seconds_not_at_the_timeout() -> None:
+    from service.leader.drain import DrainState, InFlight, Observation, in_flight_outcome
+
+    state = DrainState(HOT, in_flight=InFlight("a/b/1", "cool0:8080", 0))
+
+    def on_hot(now: int) -> Observation:
+        return Observation({"a/b/1": HOT}, ["a/b/1"], {HOT, "cool0:8080"}, now)
+
+    # Pulsar mode (back_after_ms): the drained broker owning it 5 s after the move started is back.
+    assert in_flight_outcome(state, on_hot(4_999), 30_000, 5_000) == "waiting"
+    assert in_flight_outcome(state, on_hot(5_000), 30_000, 5_000) == "back"
+    # ZooKeeper-native (no back_after_ms): the agent's handoff is under way until the timeout.
+    assert in_flight_outcome(state, on_hot(5_000), 30_000) == "waiting"
+    assert in_flight_outcome(state, on_hot(30_000), 30_000) == "stuck"
+    # Unowned or at its destination is never "back".
+    unowned = Observation({}, ["a/b/1"], {HOT, "cool0:8080"}, 6_000)
+    assert in_flight_outcome(state, unowned, 30_000, 5_000) == "waiting"
+
+
+def test_a_bundle_placed_back_is_moved_again_at_once_and_given_up_after_three() -> None:
+    from balancer.cycle import Move
+    from balancer.drain import DrainStep
+    from balancer.explain import explain
+    from service.leader.drain import DrainSequencer, DrainState, Observation
+
+    bundle = "t/ns/0x00000000_0xffffffff"
+    submits: list[int] = []
+    seq = DrainSequencer(
+        lambda s: None, lambda m: m, lambda *a: None, served_timeout_ms=30_000, back_after_ms=5_000
+    )
+    state = DrainState(HOT, total=1)
+    obs = lambda now: Observation({bundle: HOT}, [bundle], {HOT, "cool0:8080"}, now)  # noqa: E731
+
+    def plan(skip: set[str]) -> DrainStep:
+        return DrainStep(moves=[] if bundle in skip else [Move(bundle, HOT, "cool0:8080", explain("drain"))])
+
+    for now in range(0, 20_001, 1_000):
+        before = state.in_flight
+        seq.tick(state, obs(now), [bundle], plan)
+        if state.in_flight is not None and state.in_flight is not before:
+            submits.append(now)
+    # Each placed back is seen 5 s on (not at the 30 s timeout) and moved again; three attempts.
+    assert submits == [0, 5_000, 10_000]
+    assert state.given_up == {bundle: f"Pulsar placed it back on {HOT}"}
+
+
 @pytest.mark.parametrize(
     ("shutdown", "code"),
     [("requested", 0), ("requested (no answer: ReadTimeout)", 0), ("failed: HTTP 403", 1)],
