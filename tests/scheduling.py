@@ -3,10 +3,10 @@
 pytest-xdist alone hands modules out by number of tests, most first, so a long module of one test (the
 Spark standalone cluster's, 4 minutes) started last and the other worker sat idle for its tail. Here the
 modules known to be long go first, longest first (the longest-processing-time rule), and the rest
-follow most tests first as before. Modules that share a costly per-process set-up are one unit of work,
-so one worker pays for it once: the local SparkSession, the e2e tier's session-wide demos, and the real
-Pulsar clusters (which also never start on both workers at once: tests/pulsar/conftest.py's lock made
-one worker wait for the other's cluster).
+follow most tests first as before, the pure tier's last. Modules that share a costly per-process
+set-up are one unit of work, so one worker pays for it once: the local SparkSession, the e2e tier's
+session-wide demos, and the real Pulsar clusters (which also never start on both workers at once:
+tests/pulsar/conftest.py's lock made one worker wait for the other's cluster).
 """
 
 from __future__ import annotations
@@ -67,16 +67,18 @@ def scope_of(path: str) -> str:
 
 def xdist_order(paths: Sequence[str]) -> list[int]:
     """Indices of the tests (given by module path, in collection order) in the order to hand them out:
-    the long units first, longest first, then the others most tests first; each unit's tests together
-    and in their collected order."""
+    the long units first, longest first, then the other modules that start processes or servers, then
+    the pure tier's, each most tests first; each unit's tests together and in their collected order."""
     scopes = [scope_of(p) for p in paths]
     counts = Counter(scopes)
     first = {s: i for i, s in reversed(list(enumerate(scopes)))}
 
-    def key(i: int) -> tuple[int, int, int]:
+    def key(i: int) -> tuple[int, bool, int, int]:
         s = scopes[i]
         rank = LONGEST_FIRST.index(s) if s in LONGEST_FIRST else len(LONGEST_FIRST)
-        return rank, -counts[s], first[s]
+        # Of the others, the pure tier's modules (milliseconds a test) last: they fill the workers' tail,
+        # where a one-test integration module (a ZooKeeper session or a process, seconds) would stretch it.
+        return rank, s.startswith("tests/unit/"), -counts[s], first[s]
 
     return sorted(range(len(paths)), key=key)  # stable: a unit's tests keep their order
 

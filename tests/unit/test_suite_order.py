@@ -29,6 +29,7 @@ def test_long_units_go_first_and_a_group_stays_together() -> None:
         "tests/e2e/test_serve.py",
         "tests/integration/test_spark_standalone.py",
         "tests/pulsar/test_rolling_drain.py",
+        "tests/integration/test_zk_outage.py",
     ]
     order = [paths[i] for i in S.xdist_order(paths)]
     assert order == [
@@ -39,7 +40,8 @@ def test_long_units_go_first_and_a_group_stays_together() -> None:
         "tests/pulsar/test_rolling_drain.py",
         "tests/e2e/test_api.py",
         "tests/e2e/test_serve.py",
-        # the rest most tests first, as xdist itself would
+        # the rest most tests first, as xdist itself would, the pure tier's last
+        "tests/integration/test_zk_outage.py",
         "tests/unit/test_b.py",
         "tests/unit/test_b.py",
         "tests/unit/test_a.py",
