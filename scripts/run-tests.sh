@@ -2,8 +2,9 @@
 # Every test tier in one pytest run, so the closing line counts them all; exit 5 (no test ran)
 # is a failure here, never a silent pass. Modules are spread over two xdist workers (most
 # integration and e2e tests wait on ZooKeeper sessions and intervals rather than the CPU, so two
-# overlap well on two cores); xdist hands them out most tests first (see tests/conftest.py for
-# the serial order). LOADMGR_TEST_WORKERS=0 runs everything in one process.
+# overlap well on two cores); tests/scheduling.py hands them out the known-long first and keeps
+# modules that share a costly set-up (Spark session, e2e demos, Pulsar clusters) on one worker
+# (tests/conftest.py has the serial order). LOADMGR_TEST_WORKERS=0 runs everything in one process.
 # Every folder of tests/ that holds test modules is included, so a new tier is never left out.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -27,6 +28,7 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 from service.zookeeper.server.launcher import EmbeddedZooKeeper, four_letter_word  # noqa: E402
+from tests.scheduling import LONGEST_FIRST, make_scheduler, scope_of, xdist_order  # noqa: E402
 from tests.timing import time_factor  # noqa: E402
 
 # A demo started by a test records its addresses where CLI verbs look (service/demo/state.py): never in
@@ -207,31 +209,35 @@ def zk_client(zk_client_factory: ZkClientFactory) -> KazooClient:
 
 # The order of a serial run (`LOADMGR_TEST_WORKERS=0`): the pure tier first (it fails fastest, and
 # its Hypothesis tests run before any kazoo client thread draws from the global `random`), then the
-# longest modules, longest first (from `scripts/run-tests.sh --durations=30`). Under `make test`
-# (`--dist loadfile`) pytest-xdist >= 3.6 hands modules out by number of tests, most first, and this
-# order only breaks ties; `--no-loadscope-reorder` would keep it. (Runs that way once had the Ctrl-C
-# tests time out: the suite ran with SIGINT ignored and the order decided whether another test had
-# replaced that by accident; tests/e2e/test_ctrl_c.py now gives the demo SIGINT's default itself.)
-_LONGEST_FIRST = (
-    "tests/integration/test_spark_standalone.py",
-    "tests/integration/test_watch_view.py",
-    "tests/integration/test_ensemble.py",
-    "tests/integration/test_longterm_spark.py",
-    "tests/e2e/test_dry_run_moves.py",
-    "tests/e2e/test_ctrl_c.py",
-    "tests/deploy/test_prometheus.py",
-)
+# longest modules, longest first. Under `make test` (`--dist loadfile`) xdist's workers collect in
+# tests/scheduling.py's order instead (long units of work first, modules sharing a costly set-up
+# together), and its scheduler hands the units out in that order. (Runs with the collection order kept
+# once had the Ctrl-C tests time out: the suite ran with SIGINT ignored and the order decided whether
+# another test had replaced that by accident; tests/e2e/test_ctrl_c.py now gives the demo SIGINT's
+# default itself.)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    paths = [Path(str(item.path)).relative_to(_ROOT).as_posix() for item in items]
+    if hasattr(config, "workerinput"):  # an xdist worker (whose own `dist` option reads "no")
+        order = xdist_order(paths)
+    else:
+        long_rank = {scope: r for r, scope in enumerate(LONGEST_FIRST)}
 
+        def rank(i: int) -> int:
+            if paths[i].startswith("tests/unit/"):
+                return -1
+            return long_rank.get(scope_of(paths[i]), len(LONGEST_FIRST))
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        path = Path(str(item.path)).relative_to(_ROOT).as_posix()
-        if path.startswith("tests/unit/"):
-            return -1
-        return _LONGEST_FIRST.index(path) if path in _LONGEST_FIRST else len(_LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: the order within and among the other modules is kept
+        order = sorted(range(len(items)), key=rank)  # stable: the order within and among the others is kept
+    items[:] = [items[i] for i in order]
     _scale_timeouts(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` (make test): tests/scheduling.py's units of work, long ones first."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return make_scheduler(config, log)
 
 
 def _scale_timeouts(items: list[pytest.Item]) -> None:
