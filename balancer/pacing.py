@@ -37,8 +37,9 @@ Pure: no clock (``now_ms`` is passed), no I/O; every waiting move carries its ex
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from balancer.config import LoadBalancerConfig
 from balancer.explain import Explanation, explain
@@ -115,14 +116,57 @@ class PacingLimits:
         )
 
 
-@dataclass
+class _Wait:
+    """Why a move waits, as decided: its reason, and the values its explanation is made of, taken
+    when it was decided (the counts go on changing as the rest of the queue is paced)."""
+
+    __slots__ = ("args", "build", "reason")
+
+    def __init__(self, reason: str, build: Callable[..., Explanation], *args: Any) -> None:
+        self.reason, self.build, self.args = reason, build, args
+
+    def explanation(self) -> Explanation:
+        return self.build(*self.args)
+
+
 class Schedule:
     """What :func:`pace` decided: ``release`` in order; ``waiting`` each with why; ``holding``: the
-    moves in flight that hold a slot (not past the served timeout)."""
+    moves in flight that hold a slot (not past the served timeout).
 
-    release: list[QueuedMove] = field(default_factory=list)
-    waiting: list[tuple[QueuedMove, Explanation]] = field(default_factory=list)
-    holding: list[MoveInFlight] = field(default_factory=list)
+    A waiting move's explanation is built when first asked for: after a whole plan tens of
+    thousands of moves wait, a tick paces them all every second, and building one ``Explanation``
+    each (~10-15 us, most of the tick) was for nothing unless a reason changed or someone reads the
+    queue. :meth:`reasons` gives the reason codes alone."""
+
+    def __init__(
+        self,
+        release: list[QueuedMove] | None = None,
+        waiting: list[tuple[QueuedMove, Explanation]] | None = None,
+        holding: list[MoveInFlight] | None = None,
+    ) -> None:
+        self.release: list[QueuedMove] = release if release is not None else []
+        self.holding: list[MoveInFlight] = holding if holding is not None else []
+        self._decided: list[tuple[QueuedMove, _Wait]] = []
+        self._waiting = waiting
+
+    @property
+    def waiting(self) -> list[tuple[QueuedMove, Explanation]]:
+        got = self._waiting
+        if got is None:  # two threads may both build it: the same list either way
+            got = self._waiting = [(m, w.explanation()) for m, w in self._decided]
+        return got
+
+    def reasons(self) -> list[tuple[QueuedMove, str]]:
+        """Each waiting move with its reason code, without building the explanations."""
+        if self._waiting is not None:
+            return [(m, w.reason) for m, w in self._waiting]
+        return [(m, w.reason) for m, w in self._decided]
+
+    def explain_waiting(self, index: int) -> Explanation:
+        """The explanation of the ``index``-th waiting move (the order of :meth:`reasons`)."""
+        if self._waiting is not None:
+            return self._waiting[index][1]
+        return self._decided[index][1].explanation()
 
 
 def _capped(limit: int) -> bool:
@@ -178,7 +222,7 @@ def pace(
         if why is None:
             why = _too_soon(move, last, now_ms, limits)
         if why is not None:
-            out.waiting.append((move, why))
+            out._decided.append((move, why))
             continue
         out.release.append(move)
         per_source.setdefault(move.source, []).append(move)
@@ -191,27 +235,28 @@ def pace(
     return out
 
 
-def _too_soon(
-    move: QueuedMove, last: Mapping[str, int], now_ms: int, limits: PacingLimits
-) -> Explanation | None:
+def _too_soon(move: QueuedMove, last: Mapping[str, int], now_ms: int, limits: PacingLimits) -> _Wait | None:
     if move.kind == "manual" or limits.spacing_ms <= 0:
         return None
     for end, broker in (("source", move.source), ("destination", move.destination)):
         at = last.get(broker) if broker is not None else None
         if at is None or now_ms - at >= limits.spacing_ms:
             continue
-        since = now_ms - at
-        return explain(
-            "spacing",
-            f"an unload involving {broker} (this move's {end}) started {max(since, 0) / 1000:.1f} s ago; "
-            f"loadBalancerUnloadSpacingSeconds asks for {limits.spacing_ms / 1000:g} s between two, so "
-            "that their clients do not reconnect in the same seconds",
-            subject=move.bundle,
-            broker=broker,
-            sinceMs=since,
-            spacingMs=limits.spacing_ms,
-        )
+        return _Wait("spacing", _spacing, move.bundle, end, broker, now_ms - at, limits.spacing_ms)
     return None
+
+
+def _spacing(bundle: str, end: str, broker: str, since: int, spacing_ms: int) -> Explanation:
+    return explain(
+        "spacing",
+        f"an unload involving {broker} (this move's {end}) started {max(since, 0) / 1000:.1f} s ago; "
+        f"loadBalancerUnloadSpacingSeconds asks for {spacing_ms / 1000:g} s between two, so "
+        "that their clients do not reconnect in the same seconds",
+        subject=bundle,
+        broker=broker,
+        sinceMs=since,
+        spacingMs=spacing_ms,
+    )
 
 
 def _why_wait(
@@ -223,78 +268,122 @@ def _why_wait(
     total: int,
     now_ms: int,
     limits: PacingLimits,
-) -> Explanation | None:
+) -> _Wait | None:
     b, src = move.bundle, move.source
     if b in busy_bundles:
-        return explain("bundle_in_flight", "an earlier move of this bundle is not served yet", subject=b)
+        return _Wait("bundle_in_flight", _bundle_in_flight, b)
     if move.kind == "shedding" and src is not None:
         if _capped(limits.brokers_per_cycle) and src not in admitted.get(move.plan, []):
-            brokers = admitted.get(move.plan, [])
-            return explain(
-                "broker_cap",
-                f"this cycle already sheds {len(brokers)} broker(s) ({', '.join(brokers)}), the most "
-                "loadBalancerMaxNumberOfBrokerSheddingPerCycle allows; the next cycle re-plans",
-                subject=b,
-                source=src,
-                maxBrokers=limits.brokers_per_cycle,
-            )
+            brokers = tuple(admitted.get(move.plan, []))
+            return _Wait("broker_cap", _broker_cap, b, src, brokers, limits.brokers_per_cycle)
         h = history.get(src)
         if limits.cooldown_ms > 0 and h is not None and h.last_unload_ms is not None and h.plan != move.plan:
             basis = move.data_ms if move.data_ms is not None else now_ms
             elapsed = basis - h.last_unload_ms
             if elapsed < limits.cooldown_ms:
-                return explain(
-                    "cooldown",
-                    f"{src} unloaded a bundle {max(now_ms - h.last_unload_ms, 0) / 1000:.0f} s ago and this "
-                    f"plan dates from {elapsed / 1000:.0f} s after that, under "
-                    f"loadBalanceSheddingDelayInSeconds; the next cycle re-plans on newer data",
-                    subject=b,
-                    source=src,
-                    elapsedMs=elapsed,
-                    delayMs=limits.cooldown_ms,
-                )
+                ago = now_ms - h.last_unload_ms
+                return _Wait("cooldown", _cooldown, b, src, ago, elapsed, limits.cooldown_ms)
     mine = per_source.get(src, [])
     if src is not None and _capped(limits.per_broker) and len(mine) >= limits.per_broker:
         prev = mine[-1]
         since = getattr(prev, "since_ms", None)
-        waited = f" for {(now_ms - since) / 1000:.1f} s" if since is not None else " (released just now)"
-        return explain(
+        return _Wait(
             "source_busy",
-            f"{src} has {len(mine)} unload(s) in flight, the most loadBalancerMaxUnloadsInFlightPerBroker "
-            f"allows: waiting until {prev.bundle} is served at {prev.destination or 'its new owner'}"
-            f" (in flight{waited})",
-            subject=b,
-            source=src,
-            inFlight=len(mine),
-            maxPerBroker=limits.per_broker,
-            waitingFor=prev.bundle,
+            _source_busy,
+            b,
+            src,
+            len(mine),
+            prev.bundle,
+            prev.destination,
+            None if since is None else now_ms - since,
+            limits.per_broker,
         )
     if _capped(limits.cluster) and total >= limits.cluster:
-        return explain(
-            "cluster_busy",
-            f"{total} unload(s) in flight in the cluster, the most loadBalancerMaxUnloadsInFlight allows",
-            subject=b,
-            inFlight=total,
-            maxInFlight=limits.cluster,
-        )
+        return _Wait("cluster_busy", _cluster_busy, b, total, limits.cluster)
     return None
+
+
+def _bundle_in_flight(bundle: str) -> Explanation:
+    return explain("bundle_in_flight", "an earlier move of this bundle is not served yet", subject=bundle)
+
+
+def _broker_cap(bundle: str, src: str, brokers: tuple[str, ...], max_brokers: int) -> Explanation:
+    return explain(
+        "broker_cap",
+        f"this cycle already sheds {len(brokers)} broker(s) ({', '.join(brokers)}), the most "
+        "loadBalancerMaxNumberOfBrokerSheddingPerCycle allows; the next cycle re-plans",
+        subject=bundle,
+        source=src,
+        maxBrokers=max_brokers,
+    )
+
+
+def _cooldown(bundle: str, src: str, ago: int, elapsed: int, delay_ms: int) -> Explanation:
+    return explain(
+        "cooldown",
+        f"{src} unloaded a bundle {max(ago, 0) / 1000:.0f} s ago and this "
+        f"plan dates from {elapsed / 1000:.0f} s after that, under "
+        f"loadBalanceSheddingDelayInSeconds; the next cycle re-plans on newer data",
+        subject=bundle,
+        source=src,
+        elapsedMs=elapsed,
+        delayMs=delay_ms,
+    )
+
+
+def _source_busy(
+    bundle: str, src: str, n: int, prev: str, prev_dest: str | None, waited_ms: int | None, max_per: int
+) -> Explanation:
+    waited = f" for {waited_ms / 1000:.1f} s" if waited_ms is not None else " (released just now)"
+    return explain(
+        "source_busy",
+        f"{src} has {n} unload(s) in flight, the most loadBalancerMaxUnloadsInFlightPerBroker "
+        f"allows: waiting until {prev} is served at {prev_dest or 'its new owner'}"
+        f" (in flight{waited})",
+        subject=bundle,
+        source=src,
+        inFlight=n,
+        maxPerBroker=max_per,
+        waitingFor=prev,
+    )
+
+
+def _cluster_busy(bundle: str, total: int, max_in_flight: int) -> Explanation:
+    return explain(
+        "cluster_busy",
+        f"{total} unload(s) in flight in the cluster, the most loadBalancerMaxUnloadsInFlight allows",
+        subject=bundle,
+        inFlight=total,
+        maxInFlight=max_in_flight,
+    )
 
 
 def _destination_busy(
     move: QueuedMove, per_dest: Mapping[str | None, list[MoveInFlight | QueuedMove]], limits: PacingLimits
-) -> Explanation | None:
+) -> _Wait | None:
     dest = move.destination
     theirs = per_dest.get(dest, []) if dest is not None else []
     if not _capped(limits.per_destination) or len(theirs) < limits.per_destination:
         return None
-    prev = theirs[-1]
+    return _Wait(
+        "destination_busy",
+        _dest_busy,
+        move.bundle,
+        dest,
+        len(theirs),
+        theirs[-1].bundle,
+        limits.per_destination,
+    )
+
+
+def _dest_busy(bundle: str, dest: str, n: int, prev: str, max_per: int) -> Explanation:
     return explain(
         "destination_busy",
-        f"{dest} is receiving {len(theirs)} bundle(s) not yet served there, the most "
-        f"loadBalancerMaxUnloadsInFlightPerDestination allows: waiting until {prev.bundle} is served",
-        subject=move.bundle,
+        f"{dest} is receiving {n} bundle(s) not yet served there, the most "
+        f"loadBalancerMaxUnloadsInFlightPerDestination allows: waiting until {prev} is served",
+        subject=bundle,
         destination=dest,
-        inFlight=len(theirs),
-        maxPerDestination=limits.per_destination,
-        waitingFor=prev.bundle,
+        inFlight=n,
+        maxPerDestination=max_per,
+        waitingFor=prev,
     )

@@ -41,6 +41,7 @@ import copy
 import gc
 import itertools
 import json
+import os
 import random
 import re
 import resource
@@ -109,6 +110,17 @@ def zk_heap_mib(pid: int) -> float | None:
     return sum(used) / 1024 if used else None
 
 
+def _proc_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 when unknown)."""
+    if not pid:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def reads(view: LoadView) -> dict[str, int]:
     assert view.cache is not None
     stats = view.cache.last_stats
@@ -138,7 +150,6 @@ SKIP_LINE = re.compile(r"scheduled \S+ run due \S+ (not started|raised)")
 def run_serve(hosts: str, minutes: float) -> dict[str, Any]:
     """A real ``loadmgr serve`` for ``minutes`` after it wins leadership: every shedding run due in
     that time must have started and finished, none missed or skipped, in its log and ``/metrics``."""
-    import os
 
     import httpx
 
@@ -611,17 +622,23 @@ def main() -> int:
             )
 
         write_s = [0.0]
+        # CPU seconds spent during the write by this process (all its threads: kazoo's connection
+        # thread serialises requests and parses replies) and by the ZooKeeper server: whose time it is.
+        write_cpu = {"leader": 0.0, "zookeeper": 0.0}
         applied = [0]
         unload_many = executor.unload_many
 
         def timed_unload_many(*a: Any, **kw: Any) -> Any:
             t = time.perf_counter()
+            c, z = time.process_time(), _proc_cpu_s(zk.pid)
             try:
                 result = unload_many(*a, **kw)
                 applied[0] += len(result.done)
                 return result
             finally:
                 write_s[0] += time.perf_counter() - t
+                write_cpu["leader"] += time.process_time() - c
+                write_cpu["zookeeper"] += _proc_cpu_s(zk.pid) - z
 
         executor.unload_many = timed_unload_many  # type: ignore[method-assign]
 
@@ -640,6 +657,7 @@ def main() -> int:
 
         def cycle(label: str) -> Any:
             write_s[0], applied[0] = 0.0, 0
+            write_cpu["leader"] = write_cpu["zookeeper"] = 0.0
             for g in gc_time:
                 gc_time[g], gc_runs[g] = 0.0, 0
             prof = None
@@ -664,13 +682,15 @@ def main() -> int:
             out[f"{label}_moves"] = len(plan.moves)
             out[f"{label}_written"] = applied[0]
             out[f"{label}_write_s"] = write_s[0]
+            out[f"{label}_write_cpu_s"] = {k: round(v, 3) for k, v in write_cpu.items()}
             # The garbage collector's passes during the cycle (by generation): time, count.
             out[f"{label}_gc"] = {g: [round(gc_time[g], 3), gc_runs[g]] for g in gc_time}
             print(
                 f"{label}: {took:.2f} s, {len(plan.moves)} moves, {applied[0]} written in {write_s[0]:.2f} s "
                 f"({applied[0] / write_s[0] if write_s[0] else 0:.0f} moves/s); phases "
                 + ", ".join(f"{k} {v:.2f}" for k, v in jobs.last_phases.items())
-                + f"; gc (s, passes) by generation {out[f'{label}_gc']}",
+                + f"; gc (s, passes) by generation {out[f'{label}_gc']}"
+                + f"; CPU during the write, s: {out[f'{label}_write_cpu_s']}",
                 flush=True,
             )
             return plan

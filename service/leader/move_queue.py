@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from balancer.errors import InvalidInput
@@ -54,6 +54,7 @@ class Entry:
     reissued: int = 0
     refused: int = 0
     waits_for: str | None = None  # the pacing reason it last waited for
+    _queued: QueuedMove | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def bundle(self) -> str:
@@ -70,7 +71,14 @@ class Entry:
         return None if dest is None else str(dest)
 
     def queued(self) -> QueuedMove:
-        return QueuedMove(self.bundle, self.source, self.destination, self.kind, self.plan, self.data_ms)
+        # Made once: what it is made of never changes, and a tick paces every queued move again
+        # (making 21,000 of them took longer than pacing them).
+        got = self._queued
+        if got is None:
+            got = self._queued = QueuedMove(
+                self.bundle, self.source, self.destination, self.kind, self.plan, self.data_ms
+            )
+        return got
 
     def flight(self) -> MoveInFlight:
         since = self.since_ms if self.since_ms is not None else self.planned_ms

@@ -263,12 +263,13 @@ class PacedMoves:
     def _release_moves(self, config: LoadBalancerConfig, now: int) -> int:
         sched = self.moves.schedule(now, PacingLimits.of(config))
         queued = {e.bundle: e for e in self.moves.queued()}
-        for m, wait in sched.waiting:
+        for i, (m, reason) in enumerate(sched.reasons()):
             got = queued.get(m.bundle)
-            # Only when the reason changes: a long queue waits tick after tick for the same reason.
-            if got is not None and got.record is not None and got.waits_for != wait.reason:
-                got.waits_for = wait.reason
-                self.decisions.update(got.record, note=wait.model_dump(mode="json"))
+            # Only when the reason changes: a long queue waits tick after tick for the same reason
+            # (and only then is its explanation built: balancer.pacing.Schedule).
+            if got is not None and got.record is not None and got.waits_for != reason:
+                got.waits_for = reason
+                self.decisions.update(got.record, note=sched.explain_waiting(i).model_dump(mode="json"))
         if not sched.release:
             return 0
         brokers = set(self.store.broker_ids())

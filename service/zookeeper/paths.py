@@ -6,6 +6,7 @@ Bundle names (``tenant/ns/0x…_0x…``) are appended to a root as they are, so 
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import quote, unquote
 
@@ -114,13 +115,27 @@ def assignment_path(bundle: str) -> str:
     return join(ASSIGNMENTS, bundle)
 
 
+# What ``quote(name, safe="")`` leaves as it is, plus "/": a name made only of these quotes to itself
+# with each "/" as %2F. Bundle names are such names; a whole-plan cycle quotes one per move (21,000
+# at 100k bundles), and urllib's character-by-character pass cost ~20 us each on a loaded machine.
+_PLAIN = re.compile(r"[A-Za-z0-9_.~/-]*")
+
+
+def quote_all(name: str) -> str:
+    """``urllib.parse.quote(name, safe="")``, the same string, quicker for plain names."""
+    if _PLAIN.fullmatch(name):
+        return name.replace("/", "%2F")
+    return quote(name, safe="")
+
+
+@functools.lru_cache(maxsize=4096)  # one per destination broker, asked once per move
 def hint_dir(broker_id: str) -> str:
-    return join(BROKER_ASSIGNMENTS, quote(broker_id, safe=""))
+    return join(BROKER_ASSIGNMENTS, quote_all(broker_id))
 
 
 def hint_prefix(broker_id: str, bundle: str) -> str:
     """The path a hint is created at with ``sequence=True`` (ZooKeeper appends ten digits)."""
-    return f"{hint_dir(broker_id)}/{quote(bundle, safe='')}{HINT_SEP}"
+    return f"{hint_dir(broker_id)}/{quote_all(bundle)}{HINT_SEP}"
 
 
 def handoff_path(bundle: str, version: int) -> str:
