@@ -314,6 +314,12 @@ class PacedMoves:
         for i, e in enumerate(entries):
             try:
                 with self._writing((e.bundle,)):
+                    # The destination's warm-up may take seconds (a broker that just joined: 10 s on
+                    # real brokers): the move starts, for the spacing and the served time, once it is done.
+                    prepare = getattr(self.executor, "prepare", None)
+                    if prepare is not None:
+                        prepare(e.bundle, e.destination)
+                    sent = max(now, now_ms())
                     self.executor.unload(e.bundle, e.source, e.destination, e.move.explanation.reason)
             except ServiceError as err:
                 self._refuse(e, str(err), now)
@@ -323,7 +329,7 @@ class PacedMoves:
                     self.drop_moves(f"a fenced write was refused: {err}")
                     break
                 continue
-            self._released(e, now)
+            self._released(e, sent)
             done.append(e)
         return done
 

@@ -292,10 +292,15 @@ class PulsarAdminExecutor:
 
     bundle_path = staticmethod(PulsarAdmin.bundle_path)
 
-    def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
+    def prepare(self, bundle: str, destination: str | None) -> None:
+        """Warm ``destination`` before ``bundle`` moves there, if it is due (:mod:`service.pulsar.warm_up`);
+        StaleWrite when this instance stopped leading meanwhile."""
         warmed = destination and self.warmer is not None and self.warmer.warm(destination) is not None
         if warmed and self.may_write is not None and not self.may_write():
             raise StaleWrite(f"not the leader any more after warming {destination}: {bundle} not unloaded")
+
+    def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
+        self.prepare(bundle, destination)
         self.admin.unload(bundle, destination)
         log.info("pulsar admin: unloaded %s from %s to %s (%s)", bundle, source, destination or "any", reason)
 

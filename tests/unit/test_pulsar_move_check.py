@@ -285,3 +285,28 @@ def test_a_new_term_starts_with_an_empty_queue() -> None:
     jobs.epoch = lambda: 8  # elected again: another term
     jobs.move_tick(CONFIG)
     assert _state(jobs, B2) == "dropped"
+
+
+def test_a_move_starts_once_its_destinations_warm_up_is_done_not_when_its_tick_began() -> None:
+    # A broker that just joined took 10 s to answer Pulsar's health check on real brokers: the spacing
+    # and the served time count from the unload, not from before the warm-up (the next unload from the
+    # same source went 5 s after the first, not 15 s).
+    class _Warming(_Executor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.prepared_at: list[int] = []
+
+        def prepare(self, bundle: str, destination: str | None) -> None:
+            import time
+
+            time.sleep(0.3)
+            self.prepared_at.append(now_ms())
+
+    ex, store = _Warming(), _Store(owners={B: S, B2: S})
+    jobs = _Jobs(ex, store)
+    jobs.moves.submit([_move(B)], "shedding")
+    before = now_ms()
+    assert jobs.move_tick(CONFIG) == 1
+    rec = next(r for r in jobs.decisions.latest(100) if r.bundle == B)
+    assert rec.released_ms is not None and rec.released_ms >= ex.prepared_at[0] >= before + 300
+    assert jobs.moves.last_started(S) == rec.released_ms
