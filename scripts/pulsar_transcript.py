@@ -43,7 +43,7 @@ def typed(command: str) -> None:
 def main() -> int:
     say(f"$ {CLUSTER}")
     launcher = subprocess.Popen(
-        CLUSTER.replace("loadmgr ", f"{LOADMGR} ", 1),
+        "exec " + CLUSTER.replace("loadmgr ", f"{LOADMGR} ", 1),  # its pid is the launcher, not a shell
         shell=True,
         cwd=ROOT,
         env=ENV,
@@ -123,7 +123,9 @@ def main() -> int:
         os.killpg(serve.pid, signal.SIGINT)
         serve.wait(timeout=30)
         say("\n^C (the launcher)")
-        os.killpg(launcher.pid, signal.SIGINT)
+        # Ctrl-C to the launcher itself: it stops its producers, then the cluster (a signal to its whole
+        # group would reach the brokers too, while producers still send)
+        os.kill(launcher.pid, signal.SIGINT)
         tail, _ = launcher.communicate(timeout=120)
         for line in tail.splitlines():
             if "acknowledged" in line or "stopped" in line:
