@@ -365,6 +365,16 @@ class DrainRunner:
             )
             self.jobs._record("drain", expl, source=state.broker)
             log.info("drain of %s %s: %s", state.broker, kind, why)
+        elif kind == "back":
+            # Not a move of ours: Pulsar's placement put the bundle back (its next move is recorded as
+            # such); said on /decisions, so that a bundle moved twice shows why.
+            expl = explain(
+                "drain_placed_back",
+                f"Pulsar placed {why} back on {state.broker} after the drain moved it: moving it again",
+                subject=why,
+            )
+            self.jobs._record("drain", expl, bundle=why, source=state.broker, applied=False)
+            log.warning("drain: Pulsar placed %s back on %s; moving it again", why, state.broker)
         elif kind in ("stuck", "elsewhere", "unowned"):
             log.info("drain: %s %s", why, kind)
 

@@ -125,7 +125,11 @@ def test_drain_then_shutdown_hands_the_broker_to_pulsars_graceful_shutdown_with_
     moves = [d for d in decided if d["bundle"] and d["applied"] and d["explanation"]["reason"] == "drain"]
     ours = [d for d in moves if d["bundle"].startswith(ns + "/")]
     assert {d["bundle"].rsplit("/", 1)[1] for d in ours} == set(ranges)
-    assert max(Counter(d["bundle"] for d in moves).values()) == 1, "a bundle moved twice"
+    # A bundle is moved once, unless Pulsar's placement put it back on the drained broker (its own
+    # decision, drain_placed_back, between the two moves).
+    back = [d for d in decided if d["explanation"]["reason"] == "drain_placed_back"]
+    for bundle, n in Counter(d["bundle"] for d in moves).items():
+        assert n - 1 <= sum(1 for d in back if d["bundle"] == bundle), f"{bundle} moved {n} times"
     assert all(d["destination"] != target for d in moves)
     assert all(heartbeat_broker(d["bundle"].rsplit("/", 1)[0]) is None for d in moves)
     # Idle bundles first: their unload delays no producer and waits for no spacing.
