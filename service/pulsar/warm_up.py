@@ -52,6 +52,10 @@ class Warmer:
         self._on_result = on_result
         self._warmed: dict[str, float] = {}
         self._lock = threading.Lock()
+        # One check at a time per broker: the shedding cycle's thread and the move tick's may both move
+        # into it at once (a clean-clone run counted 3 checks for 2 destinations); the second waits for
+        # the first and then finds it warm.
+        self._per_broker: dict[str, threading.Lock] = {}
         self.disabled: str | None = None if timeout_s > 0 else "off (pulsar_warm_up_timeout_s is 0)"
 
     def due(self, broker: str) -> bool:
@@ -66,6 +70,14 @@ class Warmer:
         (for the log) or None when nothing was done."""
         if not broker or not self.due(broker):
             return None
+        with self._lock:
+            one = self._per_broker.setdefault(broker, threading.Lock())
+        with one:
+            if not self.due(broker):
+                return None
+            return self._check(broker)
+
+    def _check(self, broker: str) -> str:
         started = self._clock()
         try:
             status = self._get(f"{self._scheme}://{broker}{HEALTH}", self.timeout_s)

@@ -131,3 +131,26 @@ def test_a_leader_that_lost_its_lease_while_warming_does_not_unload(server: Serv
     with pytest.raises(StaleWrite, match="not the leader"):
         ex.unload(BUNDLE, "b1:8080", broker)
     assert server.seen == [("GET", HEALTH)]
+
+
+def test_two_threads_moving_into_one_broker_at_once_run_one_check() -> None:
+    calls: list[str] = []
+    gate = threading.Event()
+
+    def slow_get(url: str, timeout: float) -> int:
+        calls.append(url)
+        gate.wait(5)
+        return 200
+
+    warmer = Warmer(slow_get, "http", 5.0)
+    results: list[str | None] = []
+    threads = [threading.Thread(target=lambda: results.append(warmer.warm("b2:8080"))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    while not calls:
+        threading.Event().wait(0.01)
+    gate.set()
+    for t in threads:
+        t.join(5)
+    assert len(calls) == 1  # the second caller waited for the first and found the broker warm
+    assert len(results) == 2 and results.count(None) == 1
