@@ -140,12 +140,13 @@ def utc_now() -> str:
 def start_loadmgr(cluster: Any, run_dir: Path, name: str, contender: Contender) -> subprocess.Popen[bytes]:
     from service.zookeeper.server.process import free_port
 
+    port = free_port()
     env = {
         **os.environ,
         "LOADMGR_MODE": "pulsar",
         "LOADMGR_ZK_HOSTS": str(cluster.zk_hosts),
         "LOADMGR_PULSAR_ADMIN_URL": ",".join(cluster.web_urls),
-        "LOADMGR_HTTP_PORT": str(free_port()),
+        "LOADMGR_HTTP_PORT": str(port),
         "LOADMGR_HISTORY_ENABLED": "false",
         "LOADMGR_PULSAR_CHECK_INTERVAL_S": "5",
         "LOADMGR_loadBalancerLoadSheddingStrategy": "BalancedShedder",
@@ -154,9 +155,44 @@ def start_loadmgr(cluster: Any, run_dir: Path, name: str, contender: Contender) 
         **contender.loadmgr_env,
     }
     log = open(run_dir / f"{name}-serve.log", "wb")  # noqa: SIM115 - the child's log
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "service", "serve"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
     )
+    threading.Thread(
+        target=watch_view, args=(proc, port, run_dir / f"{name}-view.jsonl"), daemon=True
+    ).start()
+    return proc
+
+
+def watch_view(proc: subprocess.Popen[bytes], port: int, out: Path, every_s: float = 30.0) -> None:
+    """The leader's own view of each broker every ``every_s`` (its dry run's per-broker numbers:
+    utilisation, target, capacity, hits), one JSON line each, for reading a run afterwards: why a
+    phase ended where it did. A dry run changes nothing; the live leader's counters are not touched."""
+    import urllib.request
+
+    with out.open("a") as f:
+        while proc.poll() is None:
+            time.sleep(every_s)
+            try:
+                req = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/shedding/dry-run", method="POST", data=b""
+                )
+                with urllib.request.urlopen(req, timeout=20) as r:
+                    doc = json.loads(r.read())
+            except Exception as e:  # not yet leader, or stopping: the next poll tells
+                doc = {"error": str(e)}
+            shed = doc.get("shedding") or {}
+            f.write(
+                json.dumps(
+                    {
+                        "unix": round(time.time(), 1),
+                        "brokers": shed.get("brokers"),
+                        "moves": len(doc.get("moves") or []),
+                    }
+                )
+                + "\n"
+            )
+            f.flush()
 
 
 def wait_for(pred: Any, timeout: float, what: str) -> None:
