@@ -43,11 +43,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.seed_report import load_of, md_head, md_row, percentile, read_runs, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "public/drain"
@@ -84,13 +86,6 @@ def wait_for(pred: Any, timeout: float, what: str, every: float = 1.0) -> Any:
                 return last
         time.sleep(every)
     raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return float(s[min(len(s) - 1, max(0, math.ceil(q / 100 * len(s)) - 1))])
 
 
 # ---- measuring one operation (drain or shutdown) ---------------------------------------------------------
@@ -419,11 +414,11 @@ def table(runs: list[dict[str, Any]]) -> str:
         "sent in window",
         "no move, 30 s before: p99 (ms) / msgs > 500 ms",
     )
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = md_head(head)
     for r in runs:
         for side in ("drain", "shutdown"):
             f = r[side]
-            load = r.get(f"uptime_{side}", r["uptime_start"]).split("load average:")[-1].strip()
+            load = load_of(r.get(f"uptime_{side}", r["uptime_start"]))
             moves = len(f["moves"]) if isinstance(f["moves"], list) else f["moves"]
             cells = (
                 r["seed"],
@@ -442,7 +437,7 @@ def table(runs: list[dict[str, Any]]) -> str:
                 f["sent_in_window"],
                 f"{r['quiet']['p99_ms']} / {r['quiet']['over_500ms']}" if "quiet" in r else "-",
             )
-            rows.append("| " + " | ".join(str(c) for c in cells) + " |")
+            rows.append(md_row(cells))
     rows.append("")
     head2 = (
         "side",
@@ -454,14 +449,12 @@ def table(runs: list[dict[str, Any]]) -> str:
         "p99 (ms)",
         "msgs > 1 s",
     )
-    named = [*head2[:2], *(f"{h}: median / worst" for h in head2[2:])]
-    rows.append("| " + " | ".join(named) + " |")
-    rows.append("|" + "---|" * len(head2))
+    rows += md_head([*head2[:2], *(f"{h}: median / worst" for h in head2[2:])])
     keys = ("time_s", "failed", "lost_acked", "longest_gap_s", "p99_ms", "over_1s")
     for side in ("drain", "shutdown"):
         fs = [r[side] for r in runs]
         cells2 = [side, str(len(fs))] + [med_worst([f[k] for f in fs]) for k in keys]
-        rows.append("| " + " | ".join(cells2) + " |")
+        rows.append(md_row(cells2))
     ratios = [
         r["drain"]["p99_ms"] / r["shutdown"]["p99_ms"]
         for r in runs
@@ -546,14 +539,8 @@ def main(argv: list[str] | None = None) -> None:
                     f"{f['longest_gap_s']} s, failed {f['failed']}, lost {f['lost_acked']}",
                     flush=True,
                 )
-    runs = [
-        json.loads((root / f"seed-{s}.json").read_text(encoding="utf-8"))
-        for s in args.seeds
-        if (root / f"seed-{s}.json").exists()
-    ]
-    text = table(runs) + "\n" + "\n".join(moves_table(r, r.get("topics")) for r in runs)
-    (root / "table.md").write_text(text, encoding="utf-8")
-    print(text)
+    runs = read_runs(root, args.seeds)
+    write_report(root, table(runs) + "\n" + "\n".join(moves_table(r, r.get("topics")) for r in runs))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.drain_vs_shutdown import percentile, uptime, utc_now, wait_for
+from bench.drain_vs_shutdown import uptime, utc_now, wait_for
+from bench.seed_report import load_of, md_head, md_row, percentile, read_runs, write_report
 
 NS = "public/warm"
 ARMS = ("cold", "warmed", "second")
@@ -148,12 +149,12 @@ def table(runs: list[dict[str, Any]]) -> str:
         "failed",
         "lost acked",
     )
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = md_head(head)
     for r in runs:
         m = r["moves"]
         cells = [
             str(r["seed"]),
-            r["uptime_start"].split("load average:")[-1].strip(),
+            load_of(r["uptime_start"]),
             " > ".join(r["order"]),
             *(f"{m[a]['longest_gap_s']:.2f} / {m[a]['over_1s']}" for a in ARMS),
             f"{m['warmed'].get('warm_up_and_unload_s', m['warmed'].get('warm_up_s', 0)):.2f}",
@@ -161,7 +162,7 @@ def table(runs: list[dict[str, Any]]) -> str:
             str(r["failed"]),
             str(r["lost_acked"]),
         ]
-        rows.append("| " + " | ".join(cells) + " |")
+        rows.append(md_row(cells))
     for a in ARMS:
         gaps = [r["moves"][a]["longest_gap_s"] for r in runs]
         if gaps:
@@ -186,14 +187,7 @@ def main(argv: list[str] | None = None) -> None:
         for seed in args.seeds:
             print(f"[seed {seed}] {utc_now()} {uptime()}", flush=True)
             (root / f"seed-{seed}.json").write_text(json.dumps(run_seed(seed, args)), encoding="utf-8")
-    runs = [
-        json.loads((root / f"seed-{s}.json").read_text(encoding="utf-8"))
-        for s in args.seeds
-        if (root / f"seed-{s}.json").exists()
-    ]
-    text = table(runs)
-    (root / "table.md").write_text(text, encoding="utf-8")
-    print(text)
+    write_report(root, table(read_runs(root, args.seeds)))
 
 
 if __name__ == "__main__":

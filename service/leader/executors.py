@@ -36,6 +36,11 @@ class Executor(Protocol):
     name: str
     remote_split: bool
 
+    def prepare(self, bundle: str, destination: str | None) -> None:
+        """Ready ``destination`` for ``bundle`` before the move is sent (Pulsar mode: warm a broker that
+        just joined, which may take seconds). The move's start is counted from after it."""
+        ...
+
     def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
         """Move ``bundle`` off ``source``: to ``destination``, or wherever placement puts it when None."""
         ...
@@ -68,6 +73,9 @@ class ZkExecutor:
         if fence is None:
             raise StaleWrite("not the leader: no leader epoch to fence the write on")
         return fence
+
+    def prepare(self, bundle: str, destination: str | None) -> None:
+        """Nothing to ready: the destination's agent takes the bundle as soon as it sees the assignment."""
 
     def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
         """Point the assignment at ``destination``; without one, drop it so the bundle is placed afresh."""

@@ -316,9 +316,7 @@ class PacedMoves:
                 with self._writing((e.bundle,)):
                     # The destination's warm-up may take seconds (a broker that just joined: 10 s on
                     # real brokers): the move starts, for the spacing and the served time, once it is done.
-                    prepare = getattr(self.executor, "prepare", None)
-                    if prepare is not None:
-                        prepare(e.bundle, e.destination)
+                    self.executor.prepare(e.bundle, e.destination)
                     sent = max(now, now_ms())
                     self.executor.unload(e.bundle, e.source, e.destination, e.move.explanation.reason)
             except ServiceError as err:

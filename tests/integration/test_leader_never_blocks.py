@@ -59,6 +59,9 @@ class _RemoteAdmin:
         self.entered, self.release = threading.Event(), threading.Event()
         self.unloads: list[tuple[str, str | None]] = []
 
+    def prepare(self, bundle: str, destination: str | None) -> None:
+        pass
+
     def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
         self.unloads.append((bundle, destination))
         if bundle == self.hold and not self.release.is_set():

@@ -36,6 +36,9 @@ class _RemoteAdmin:
     def __init__(self) -> None:
         self.unloads: list[tuple[str, str | None, str | None]] = []
 
+    def prepare(self, bundle: str, destination: str | None) -> None:
+        pass
+
     def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
         self.unloads.append((bundle, source, destination))
 

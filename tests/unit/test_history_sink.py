@@ -105,7 +105,12 @@ def test_cycle_manifest_has_one_row_per_written_cycle(tmp_path: Path) -> None:
     assert per_time == {r["time"]: r["bundles"] for r in cycles if r["bundles"]}
     manifest_dir = tmp_path / "cycles"
     files = sorted(p.relative_to(manifest_dir).as_posix() for p in manifest_dir.rglob("*") if p.is_file())
-    assert [f.rsplit("/", 1)[0] for f in files] == ["date=2023-11-14/hour=22", "date=2023-11-14/hour=23"]
+    # One file per hour only when the writer finds the cycles already queued; it may wake between two
+    # appends (thread scheduling) and write hour 22 as two files, which readers handle the same way.
+    assert sorted({f.rsplit("/", 1)[0] for f in files}) == [
+        "date=2023-11-14/hour=22",
+        "date=2023-11-14/hour=23",
+    ]
     assert all(f.rsplit("/", 1)[1].startswith("part-") for f in files), "temporary manifest files left behind"
 
 

@@ -74,6 +74,9 @@ class _Executor:
         self.calls: list[tuple[str, str | None, str | None, str]] = []
         self.fail = fail
 
+    def prepare(self, bundle: str, destination: str | None) -> None:
+        pass
+
     def unload(self, bundle: str, source: str | None, destination: str | None, reason: str = "") -> None:
         if self.fail is not None:
             raise self.fail
