@@ -22,8 +22,9 @@ The drain goes first on purpose: the shutdown then meets brokers that have serve
 
 On Extensible brokers (``--load-manager extensible``) serve recognises the kind by itself: the drain's
 moves, and step 2's, are transfers (an unload with a destination: the source tells its clients the
-new owner, no lookup), and the shutdown is Extensible's own graceful path (the broker leaves the
-registry and the leader broker's channel reassigns what it owned).
+new owner, no lookup), and the shutdown is Extensible's own graceful path (the state channel hands
+every bundle the broker owns to a new owner at once, then the broker leaves the registry:
+``maxConcurrentUnloadPerSec`` paces none of them).
 
 One window rule for both sides: from the request (drain POST / shutdown POST) until every bundle's
 topic is looked up on another broker (Pulsar's own lookup, polled every ``--poll-s``), plus
