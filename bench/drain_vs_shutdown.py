@@ -1,5 +1,6 @@
 """loadmgr's drain of one of three brokers against Pulsar's own graceful shutdown of the same broker,
-under the same producers and consumers, on real Pulsar 4.0.7 brokers (ModularLoadManagerImpl).
+under the same producers and consumers, on real Pulsar 4.0.7 brokers: ModularLoadManagerImpl, or with
+``--load-manager extensible`` ExtensibleLoadManagerImpl (PIP-192).
 
 Each seed gets a fresh cluster (3 brokers, 0.4 core each in its own cgroup when it can) and one
 namespace, ``public/drain``, of ``--bundles`` bundles, two topics each, every bundle owned by the third
@@ -19,6 +20,12 @@ Then, on the same cluster and the same clients:
 The drain goes first on purpose: the shutdown then meets brokers that have served these topics before
 (warm), which favours Pulsar's side, not loadmgr's.
 
+On Extensible brokers (``--load-manager extensible``) serve recognises the kind by itself: the drain's
+moves, and step 2's, are transfers (an unload with a destination: the source tells its clients the
+new owner, no lookup), and the shutdown is Extensible's own graceful path (the state channel hands
+every bundle the broker owns to a new owner at once, then the broker leaves the registry:
+``maxConcurrentUnloadPerSec`` paces none of them).
+
 One window rule for both sides: from the request (drain POST / shutdown POST) until every bundle's
 topic is looked up on another broker (Pulsar's own lookup, polled every ``--poll-s``), plus
 ``--tail-s`` so that the messages queued in a client while its bundle moved are counted. Publish
@@ -27,7 +34,9 @@ longest publish gap per bundle and the number of messages that took over 500 ms 
 
 ``python bench/drain_vs_shutdown.py --seeds 1 2 3 --out bench/results/drain`` writes
 ``<out>/seed-N.json`` (figures, per-bundle gaps and moves, a per-topic timeline of slow messages),
-the brokers' and serve's logs under ``<out>/seed-N/``, and ``<out>/table.md``.
+the brokers' and serve's logs under ``<out>/seed-N/``, and ``<out>/table.md``. ``--out`` defaults to
+``bench/results/drain`` for Modular brokers and ``bench/results/drain/extensible`` for Extensible ones,
+and a run refuses a directory holding another load manager's seeds, so neither overwrites the other.
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ from bench.seed_report import load_of, md_head, md_row, percentile, read_runs, w
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "public/drain"
+DEFAULT_OUT = {"modular": "bench/results/drain", "extensible": "bench/results/drain/extensible"}
 SLOW_S = 0.1  # a message slower than this goes into the timeline
 
 
@@ -188,6 +198,7 @@ def run_seed(seed: int, args: argparse.Namespace, run_dir: Path) -> dict[str, An
     import httpx
 
     from bench.head_to_head_clients import SequenceChecker, SequencedWorkload, stop_run
+    from service.commands.pulsar_cluster import LOAD_MANAGERS
     from service.pulsar.admin import PulsarAdmin
     from service.pulsar.cluster import PulsarCluster
     from service.pulsar.netns import netns_unavailable
@@ -195,8 +206,20 @@ def run_seed(seed: int, args: argparse.Namespace, run_dir: Path) -> dict[str, An
     from service.pulsar.workload import topics_for_bundles
 
     cpus = [args.cpus] * 3 if cgroups_writable() else None
-    cluster = PulsarCluster(brokers_count=3, broker_cpus=cpus, own_hosts=netns_unavailable() is None)
-    out: dict[str, Any] = {"seed": seed, "started_utc": utc_now(), "uptime_start": uptime()}
+    # Either kind with its own shedding and auto-split off (the launcher's defaults): every move is
+    # the drain's, the shutdown's or this bench's.
+    cluster = PulsarCluster(
+        brokers_count=3,
+        broker_settings={"loadManagerClassName": LOAD_MANAGERS[args.load_manager]},
+        broker_cpus=cpus,
+        own_hosts=netns_unavailable() is None,
+    )
+    out: dict[str, Any] = {
+        "seed": seed,
+        "load_manager": args.load_manager,
+        "started_utc": utc_now(),
+        "uptime_start": uptime(),
+    }
     serve: subprocess.Popen[bytes] | None = None
     work: Any = None
     checker: Any = None
@@ -498,9 +521,31 @@ def moves_table(run: Mapping[str, Any], topics_of: Mapping[str, str] | None = No
     return "\n".join(rows) + "\n"
 
 
+def other_kind(root: Path, seeds: Sequence[int], load_manager: str) -> str | None:
+    """Why ``root`` must not take this run: a seed's results there from another load manager's
+    brokers (rounds before ``--load-manager`` existed ran Modular ones)."""
+    for seed in seeds:
+        f = root / f"seed-{seed}.json"
+        if not f.exists():
+            continue
+        try:
+            kind = json.loads(f.read_text(encoding="utf-8")).get("load_manager", "modular")
+        except (OSError, ValueError, AttributeError) as e:
+            return f"{f} is unreadable ({e})"
+        if kind != load_manager:
+            return f"{f} holds a run on {kind} brokers, this one runs {load_manager}"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument(
+        "--load-manager",
+        choices=sorted(DEFAULT_OUT),
+        default="modular",
+        help="the brokers' load manager: ModularLoadManagerImpl or ExtensibleLoadManagerImpl",
+    )
     p.add_argument("--bundles", type=int, default=8)
     p.add_argument("--cpus", type=float, default=0.4, help="each broker's CPU quota (cores)")
     p.add_argument(
@@ -520,10 +565,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--serve-root", default=str(ROOT), help="the checkout whose `loadmgr serve` drains (a baseline's)"
     )
-    p.add_argument("--out", default="bench/results/drain")
+    p.add_argument("--out", help="default: bench/results/drain (modular), bench/results/drain/extensible")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
-    root = Path(args.out)
+    root = Path(args.out or DEFAULT_OUT[args.load_manager])
+    if not args.report_only:
+        clash = other_kind(root, args.seeds, args.load_manager)
+        if clash:
+            p.error(f"--out {root}: {clash}; give another --out to keep those results")
     root.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         for seed in args.seeds:

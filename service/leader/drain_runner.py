@@ -259,8 +259,7 @@ class DrainRunner:
         assert f is not None
         if now_ms() - f.since_ms >= self.drain_served_timeout_ms:
             return False
-        owner = self.store.read_owner(f.bundle)
-        where = owner.broker if owner is not None else None
+        where = self._owner_now(f.bundle)
         if where is None:
             # ZooKeeper-native agents take it at once; in Pulsar mode an idle one may wait for ever.
             return self.jobs.zk_native
@@ -270,6 +269,16 @@ class DrainRunner:
             assigned = self.store.read_assignment(f.bundle)
             return assigned is not None and assigned.value.broker == f.destination
         return now_ms() - f.since_ms < PULSAR_BACK_AFTER_MS
+
+    def _owner_now(self, bundle: str) -> str | None:
+        """Who owns ``bundle`` now, read where the brokers keep it: Extensible brokers write no
+        ``/namespace`` node, so there the service-unit state channel answers (read there, a drain
+        on Extensible brokers saw every bundle in flight as unowned and refreshed the whole view
+        five times a second until each transfer showed)."""
+        elsewhere = self._loadview.owners_elsewhere
+        owners = elsewhere() if elsewhere is not None else None
+        got = owners.get(bundle) if owners is not None else self.store.read_owner(bundle)
+        return got.broker if got is not None else None
 
     def _spacing_hold(self, broker: str, now: int) -> Explanation | None:
         """Why the drain's next bundle with traffic waits: an unload the drained broker took part in

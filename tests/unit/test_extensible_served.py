@@ -69,3 +69,54 @@ def test_modular_brokers_keep_reading_zookeeper() -> None:
         assert "ownership nodes" in str(e)
     else:
         raise AssertionError("Modular ownership was not read from ZooKeeper")
+
+
+class _NoNamespaceNodes:
+    """ZooKeeper as Extensible brokers leave it: no ``/namespace`` ownership node at all."""
+
+    def __init__(self) -> None:
+        self.reads: list[str] = []
+
+    def read_owner(self, bundle: str) -> Owner | None:
+        self.reads.append(bundle)
+        return None
+
+
+def _runner(owners: dict[str, Owner] | None, store: Any) -> Any:
+    from types import SimpleNamespace
+
+    from service.leader.drain_runner import DrainRunner
+
+    r = DrainRunner.__new__(DrainRunner)
+    r._loadview = SimpleNamespace(owners_elsewhere=lambda: owners)  # type: ignore[assignment]
+    r.store = store  # type: ignore[misc]
+    r.jobs = SimpleNamespace(zk_native=False)  # type: ignore[assignment]
+    return r
+
+
+def test_the_drain_follows_its_transfer_in_the_channel_on_extensible_brokers() -> None:
+    from service.leader.clock import now_ms
+    from service.leader.drain import DrainState, InFlight
+
+    bundle = "public/drain/0x00000000_0x20000000"
+    state = DrainState(A, in_flight=InFlight(bundle, B, now_ms()))
+    store = _NoNamespaceNodes()
+    # The transfer has not shown in the channel yet: the drained broker still owns the bundle, so
+    # the drain waits on the cheap path instead of refreshing the whole view.
+    assert _runner({bundle: Owner(A, 0, 1)}, store)._on_its_way(state) is True
+    # Owned by its destination: the full tick settles it (served).
+    assert _runner({bundle: Owner(B, 0, 2)}, store)._on_its_way(state) is False
+    # Between the two (Releasing, Assigning) nobody owns it: the full tick decides, as on Modular.
+    assert _runner({}, store)._on_its_way(state) is False
+    assert store.reads == []  # never ZooKeeper's /namespace, which Extensible brokers do not write
+
+
+def test_the_drain_reads_modular_ownership_in_zookeeper() -> None:
+    from service.leader.clock import now_ms
+    from service.leader.drain import DrainState, InFlight
+
+    bundle = "public/drain/0x00000000_0x20000000"
+    state = DrainState(A, in_flight=InFlight(bundle, B, now_ms()))
+    store = _NoNamespaceNodes()
+    assert _runner(None, store)._on_its_way(state) is False  # no node: unowned, the full tick decides
+    assert store.reads == [bundle]
