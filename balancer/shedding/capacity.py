@@ -22,8 +22,8 @@ BYTES_PER_UNIT = 6 * 1024.0
 OUTLIER = 0.25  # a capacity sample this far from the estimate is held back as a possible spike
 SAME_HARDWARE = 0.15  # capacity estimates this close to the median are noise, not different hardware
 # Estimates of brokers that declare the same size within this factor of their median are one class
-# (same_declared_size).
-SAME_DECLARED = 2.0
+# (same_declared_size): a joining real broker read 2.5x its peers' CPU per message for a whole run.
+SAME_DECLARED = 3.0
 MIN_UTIL = 1.0  # below this (points) a broker's traffic says nothing about its capacity
 # Below this fraction of the mean utilisation, fixed overhead (other processes, the JVM) dominates a
 # broker's usage and W/u underestimates its capacity: a nearly idle broker would look weak and be
@@ -157,7 +157,12 @@ def build_view(
     if low:
         known = [estimates[b] for b in util if b in estimates]
         prior = statistics.median(known) if known else 1000.0
-    est = same_declared_size({b: estimates.get(b, prior) for b in util}, load)
+    est = same_declared_size(
+        {b: estimates.get(b, prior) for b in util},
+        load,
+        util,
+        config.loadBalancerBrokerOverloadedThresholdPercentage,
+    )
     capacity = hardware_classes(est, prior)
     total_c = sum(capacity.values()) or 1.0
     target = sum(util[b] * capacity[b] for b in util) / total_c
@@ -177,16 +182,19 @@ def declared_size(load: LoadData, broker: str) -> tuple[float, float, float] | N
     return limits
 
 
-def same_declared_size(est: dict[str, float], load: LoadData) -> dict[str, float]:
+def same_declared_size(
+    est: dict[str, float], load: LoadData, util: dict[str, float], overloaded: float
+) -> dict[str, float]:
     """Brokers that declare the same size get one capacity, their estimates' median, unless an estimate
-    is more than SAME_DECLARED times off it. Their traffic per CPU point differs by what they carry
-    rather than what they are: on real brokers of equal quotas (issue 46, 0.4 cores each), the one that
-    had owned every bundle and the one that had just joined read 5.5-7.4 msg/s per CPU point against
-    9-12 on the others, estimates 30-90 % apart, so the fill took them for weaker hardware, held them at
-    equal CPU and left msg rates at max/min 1.5 (the join phase, every seed). Balancing equal brokers by
-    traffic is what their operators measure. Further off, something else takes the broker's CPU for
-    good (another process at 55 points of a 95 % broker): that broker keeps its own estimate and is
-    shed as a weaker one."""
+    is more than SAME_DECLARED times off it or the broker's utilisation is at the overload threshold
+    (``overloaded``, percent). Their traffic per CPU point differs by what they carry rather than what
+    they are: on real brokers of equal quotas (issue 46, 0.4 cores each), the one that had owned every
+    bundle and the one that had just joined read 5.5-7.4 msg/s per CPU point against 9-12 on the
+    others (estimates 30-90 % apart; a joiner 2.5x below its peers for the whole of one run), so the
+    fill took them for weaker hardware, held them at equal CPU and left msg rates at max/min 1.5-2.3
+    after the join. Balancing equal brokers by traffic is what their operators measure, until a
+    broker's CPU says it is overloaded (another process at 55 points of a 95 % broker): then its own
+    estimate stands and it is shed as a weaker one."""
     groups: dict[tuple[float, float, float], list[str]] = {}
     for b in est:
         key = declared_size(load, b)
@@ -197,7 +205,8 @@ def same_declared_size(est: dict[str, float], load: LoadData) -> dict[str, float
         if len(members) > 1:
             centre = statistics.median(est[b] for b in members)
             for b in members:
-                if centre / SAME_DECLARED <= est[b] <= centre * SAME_DECLARED:
+                near = centre / SAME_DECLARED <= est[b] <= centre * SAME_DECLARED
+                if near and util.get(b, 0.0) < overloaded:
                     out[b] = centre
     return out
 

@@ -24,14 +24,20 @@ def sized(load: LoadData, cpu: dict[str, float], nic: float = 1_250_000.0) -> Lo
     return load
 
 
-def test_equal_limits_share_the_median_within_twice_it_and_keep_their_own_beyond() -> None:
-    load = sized(cluster({b: (40.0, [1000.0]) for b in "abcde"}), {"a": 40, "b": 40, "c": 40, "d": 40, "e": 60})
-    est = {"a": 10.0, "b": 6.0, "c": 9.0, "d": 4.0, "e": 15.0}
-    out = same_declared_size(est, load)
-    # a, b, c, d declare 40 cores-percent; their median is 7.5: 10, 6 and 9 are within 2x of it, 4 too
+def test_equal_limits_share_the_median_within_three_times_it_unless_overloaded() -> None:
+    load = sized(
+        cluster({b: (40.0, [1000.0]) for b in "abcde"}), {"a": 40, "b": 40, "c": 40, "d": 40, "e": 60}
+    )
+    est = {"a": 10.0, "b": 6.0, "c": 9.0, "d": 3.0, "e": 15.0}
+    util = dict.fromkeys("abcde", 50.0)
+    out = same_declared_size(est, load, util, 85)
+    # a, b, c, d declare 40 cores-percent; their median is 7.5: 10, 6, 9 and 3 are within 3x of it
     assert out == {"a": 7.5, "b": 7.5, "c": 7.5, "d": 7.5, "e": 15.0}
-    far = same_declared_size(dict(est, d=3.0), load)  # 3 is more than 2x below the median (7.5)
-    assert far["d"] == 3.0 and far["a"] == far["b"] == far["c"] == 7.5
+    far = same_declared_size(dict(est, d=2.0), load, util, 85)  # 2 is more than 3x below 7.5
+    assert far["d"] == 2.0 and far["a"] == far["b"] == far["c"] == 7.5
+    # At the overload threshold a broker's CPU counts: its own estimate stands.
+    hot = same_declared_size(est, load, dict(util, d=85.0), 85)
+    assert hot["d"] == 3.0 and hot["a"] == hot["b"] == hot["c"] == 7.5
 
 
 def test_percentages_only_declare_no_size() -> None:
@@ -42,9 +48,33 @@ def test_percentages_only_declare_no_size() -> None:
         for name in ("cpu", "memory", "direct_memory", "bandwidth_in", "bandwidth_out"):
             setattr(local, name, ResourceUsage(usage=40.0, limit=100.0))
     assert declared_size(load, "a") is None
-    assert same_declared_size({"a": 10.0, "b": 6.0}, load) == {"a": 10.0, "b": 6.0}
+    assert same_declared_size({"a": 10.0, "b": 6.0}, load, {"a": 40.0, "b": 40.0}, 85) == {
+        "a": 10.0,
+        "b": 6.0,
+    }
     no_cpu = sized(cluster({"a": (40.0, [1000.0])}), {"a": 0.0})
     assert declared_size(no_cpu, "a") is None
+
+
+def test_a_joiner_reading_two_and_a_half_times_its_peers_cpu_per_message_is_filled_to_their_traffic() -> None:
+    # The real seed-3 case: after two bundles the joiner read 47 % CPU for 230 msg/s (9.7 msg/s per
+    # point) against 24 on the others; with its own estimate it looked full and the join stopped at
+    # max/min 2.3. Of one size with its peers, it is still a destination.
+    load = cluster(
+        {
+            "a": (48.0, [100.0] * 12),
+            "b": (30.0, [100.0] * 8),
+            "c": (30.0, [100.0] * 8),
+            "new": (47.0, [100.0] * 2),
+        }
+    )
+    s = BalancedShedder()
+    s.capacity.update({"a": 24.0, "b": 24.0, "c": 24.0, "new": 9.7})
+    s.find_bundles_for_unloading(load, CONFIG)
+    view = s._view
+    assert view is not None
+    assert view.capacity["new"] == view.capacity["b"]
+    assert view.implied("new") < view.traffic_target  # an under-filled broker, not a full one
 
 
 def test_a_join_fills_every_broker_of_one_size_to_the_same_traffic_whatever_its_cpu_per_message() -> None:
