@@ -70,6 +70,14 @@ class Entry:
         dest = self.move.destination
         return None if dest is None else str(dest)
 
+    @property
+    def move_reason(self) -> str:
+        """The move's reason code, without building a cycle move's explanation (balancer.cycle.Move)."""
+        reason = getattr(self.move, "reason", None)
+        if isinstance(reason, str):
+            return reason
+        return getattr(self.move.explanation, "reason", "") or ""
+
     def queued(self) -> QueuedMove:
         # Made once: what it is made of never changes, and a tick paces every queued move again
         # (making 21,000 of them took longer than pacing them).
@@ -218,15 +226,25 @@ class MoveQueue:
     def released(self, entry: Entry, now: int) -> None:
         """``entry``'s unload was written: in flight from now (an earlier move of the bundle, past
         its served timeout, is given up)."""
+        self.released_many([entry], now)
+
+    def released_many(self, entries: Iterable[Entry], now: int) -> None:
+        """:meth:`released` of each of ``entries`` (a whole plan written), under one lock."""
+        given_up: list[Entry] = []
         with self._lock:
-            earlier = self._in_flight.get(entry.bundle)
-            entry.released_ms = entry.since_ms = now
-            self._started(entry, now)
-            entry.reason = getattr(entry.move.explanation, "reason", "") or ""
-            self._in_flight[entry.bundle] = entry
-            if entry.kind == "shedding" and entry.source is not None:
-                self.history[entry.source] = BrokerHistory(now, entry.plan)
-        if earlier is not None and earlier is not entry:
+            in_flight, history = self._in_flight, self.history
+            for entry in entries:
+                bundle = entry.bundle
+                earlier = in_flight.get(bundle)
+                entry.released_ms = entry.since_ms = now
+                self._started(entry, now)
+                entry.reason = entry.move_reason
+                in_flight[bundle] = entry
+                if entry.kind == "shedding" and entry.source is not None:
+                    history[entry.source] = BrokerHistory(now, entry.plan)
+                if earlier is not None and earlier is not entry:
+                    given_up.append(earlier)
+        for earlier in given_up:
             self._ended(earlier, "unserved", "its bundle was unloaded again before it was served")
 
     def _started(self, entry: Entry, now: int) -> None:
