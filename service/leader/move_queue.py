@@ -55,20 +55,18 @@ class Entry:
     refused: int = 0
     waits_for: str | None = None  # the pacing reason it last waited for
     _queued: QueuedMove | None = field(default=None, init=False, repr=False, compare=False)
+    # The move's names, taken once (its move never changes): a whole plan's entries are looked at
+    # by bundle several times a tick, 140,000 property calls in a 7,883-move cycle.
+    bundle: str = field(init=False, repr=False, compare=False)
+    source: str | None = field(init=False, repr=False, compare=False)
+    destination: str | None = field(init=False, repr=False, compare=False)
 
-    @property
-    def bundle(self) -> str:
-        return str(self.move.bundle)
-
-    @property
-    def source(self) -> str | None:
-        src = self.move.source
-        return None if src is None else str(src)
-
-    @property
-    def destination(self) -> str | None:
-        dest = self.move.destination
-        return None if dest is None else str(dest)
+    def __post_init__(self) -> None:
+        move = self.move
+        src, dest = move.source, move.destination
+        self.bundle = str(move.bundle)
+        self.source = None if src is None else str(src)
+        self.destination = None if dest is None else str(dest)
 
     @property
     def move_reason(self) -> str:
