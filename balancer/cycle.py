@@ -55,13 +55,28 @@ class Move:
 
     @property
     def explanation(self) -> Explanation:
-        if self._explanation is None:
-            assert self._decision is not None
-            self._explanation = _move_explanation(
-                self.bundle, self.source, self.destination, self._shed_why, self._numbers, self._decision
+        got = self._explanation
+        if got is None:
+            # Read from two threads at once (the cycle's, a REST read of /decisions): the one that
+            # finds the decision already taken finds the explanation already set.
+            decision, shed_why = self._decision, self._shed_why
+            if decision is None:
+                assert self._explanation is not None
+                return self._explanation
+            got = _move_explanation(
+                self.bundle, self.source, self.destination, shed_why, self._numbers, decision
             )
+            self._explanation = got
             self._decision = self._shed_why = None
-        return self._explanation
+        return got
+
+    @property
+    def reason(self) -> str:
+        """The explanation's reason code, without building the explanation (the assignment written
+        and the history row need only this; the whole explanation is built when it is read)."""
+        if self._explanation is not None:
+            return self._explanation.reason
+        return self._shed_why.reason if self._shed_why is not None else "unload"
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Move):

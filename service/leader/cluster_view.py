@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
@@ -67,7 +68,7 @@ class DecisionRecord(BaseModel):
         id: int,
         time_ms: int,
         kind: DecisionKind,
-        explanation: Explanation,
+        explanation: Explanation | None,
         bundle: str | None = None,
         source: str | None = None,
         destination: str | None = None,
@@ -75,7 +76,8 @@ class DecisionRecord(BaseModel):
         principal: str | None = None,
         **move: Any,
     ) -> DecisionRecord:
-        """``move``: a move's state and times (``state``, ``planned_ms``, ...).
+        """``move``: a move's state and times (``state``, ``planned_ms``, ...). ``explanation`` None:
+        an empty one, filled later (:meth:`DecisionLog.add_lazy`).
 
         Built without pydantic's validation: every caller is the leader's own code, and a cycle
         records tens of thousands of planned moves (validation copied each explanation once more:
@@ -95,8 +97,8 @@ class DecisionRecord(BaseModel):
             source=source,
             destination=destination,
             applied=applied,
-            principal=principal or explanation.numbers.get("principal"),
-            explanation=explanation.model_dump(mode="json"),
+            principal=principal or (explanation.numbers.get("principal") if explanation else None),
+            explanation=explanation.model_dump(mode="json") if explanation is not None else {},
         )
         # What ``model_construct`` leaves (its __dict__, the fields given as set, no extra, no
         # private), without its walk over every field's default: ~half a planned move's record.
@@ -118,18 +120,51 @@ _MOVE_DEFAULTS = {name: DecisionRecord.model_fields[name].get_default() for name
 
 
 class DecisionLog:
-    """A thread-safe ring of the last ``size`` decisions, newest last."""
+    """A thread-safe ring of the last ``size`` decisions, newest last.
+
+    A planned move's record may be added with its explanation still to build (:meth:`add_lazy`): a
+    whole-plan cycle records tens of thousands of moves, the ring keeps the last ``size``, and
+    building and dumping every move's explanation was most of the recording. Every read of the log
+    (:meth:`latest`, what ``/decisions`` shows) fills the records it returns first; a record that
+    leaves the ring unread is never shown, and its explanation is never built."""
 
     def __init__(self, size: int) -> None:
         self._items: deque[DecisionRecord] = deque(maxlen=max(size, 1))
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._unbuilt: dict[int, Callable[[], Explanation]] = {}  # record id -> its explanation's maker
 
     def add(self, time_ms: int, kind: DecisionKind, explanation: Explanation, **kw: Any) -> DecisionRecord:
         with self._lock:
             rec = DecisionRecord.of(next(self._ids), time_ms, kind, explanation, **kw)
-            self._items.append(rec)
+            self._append(rec)
             return rec
+
+    def add_lazy(
+        self, time_ms: int, kind: DecisionKind, explanation: Callable[[], Explanation], **kw: Any
+    ) -> DecisionRecord:
+        """:meth:`add`, the explanation made by ``explanation()`` when the record is first read (its
+        ``explanation`` and, unless given, ``principal`` are filled then)."""
+        with self._lock:
+            rec = DecisionRecord.of(next(self._ids), time_ms, kind, None, **kw)
+            self._append(rec)
+            self._unbuilt[rec.id] = explanation
+            return rec
+
+    def _append(self, rec: DecisionRecord) -> None:
+        items = self._items
+        if self._unbuilt and len(items) == items.maxlen:
+            self._unbuilt.pop(items[0].id, None)  # it leaves the ring unread: never shown
+        items.append(rec)
+
+    def _fill(self, rec: DecisionRecord) -> DecisionRecord:
+        make = self._unbuilt.pop(rec.id, None)
+        if make is not None:
+            why = make()
+            rec.__dict__["explanation"] = why.model_dump(mode="json")
+            if rec.principal is None:
+                rec.__dict__["principal"] = why.numbers.get("principal")
+        return rec
 
     def update(self, record: DecisionRecord, **fields: Any) -> None:
         """Move ``record`` on in its life (state and times), in place: the log shows it as it is now."""
@@ -137,8 +172,22 @@ class DecisionLog:
             for k, v in fields.items():
                 setattr(record, k, v)
 
-    def latest(self, limit: int = 100, kind: str | None = None) -> list[DecisionRecord]:
-        """Newest first."""
+    def update_many(self, records: list[DecisionRecord], **fields: Any) -> None:
+        """:meth:`update` of each of ``records`` with the same ``fields`` (a whole plan's moves written)."""
+        bad = fields.keys() - DecisionRecord.model_fields.keys()
+        if bad:
+            raise ValueError(f"decision record has no field(s) {sorted(bad)}")
+        # As pydantic's own assignment (no validation on assignment here): the value, and the field set.
         with self._lock:
-            items = [r for r in reversed(self._items) if kind is None or r.kind == kind]
-        return items[: max(limit, 0)]
+            for record in records:
+                record.__dict__.update(fields)
+                record.__pydantic_fields_set__.update(fields)
+
+    def latest(self, limit: int = 100, kind: str | None = None) -> list[DecisionRecord]:
+        """Newest first, every one with its explanation."""
+        with self._lock:
+            items = [r for r in reversed(self._items) if kind is None or r.kind == kind][: max(limit, 0)]
+            if self._unbuilt:
+                for r in items:
+                    self._fill(r)
+        return items

@@ -94,12 +94,15 @@ class ZkExecutor:
         self,
         moves: Iterable[tuple[str, str | None, str | None, str]],
         assignments: Mapping[str, Versioned[Assignment]],
+        written: dict[str, Assignment] | None = None,
     ) -> BatchResult:
         """:meth:`unload` of many ``(bundle, source, destination, reason)`` in fenced batches.
 
         Each write is compare-and-set on the assignment version in ``assignments`` (the leader's
         view): a bundle whose assignment changed since is refused, not overwritten. An op's ``key``
         is its bundle; ``Op.data`` is the assignment document written (empty for a delete).
+        ``written``, if given, gets each bundle's assignment as its ``Op.data`` says (what a read of
+        the node would decode to), so the caller need not parse tens of thousands of them back.
         """
         fence = self.current_fence()
         ops: list[Op] = []
@@ -114,7 +117,10 @@ class ZkExecutor:
                 else:
                     ops.append(Op.delete(path, current.version, key=bundle))
                 continue
-            doc = ZkStore.assignment_doc(Assignment(destination, source, reason, now))
+            value = Assignment(destination, source, reason, now)
+            if written is not None:
+                written[bundle] = value
+            doc = ZkStore.assignment_doc(value)
             if current is None:
                 ops.append(Op.create(path, doc, key=bundle))
             else:

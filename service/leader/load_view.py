@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +49,7 @@ from service.zookeeper.metadata.policies import PlacementPolicies, PolicyTrees
 from service.zookeeper.metadata.records import parse_assignment, parse_layout
 from service.zookeeper.metadata.store import Assignment, Owner, Versioned, ZkStore
 from service.zookeeper.session.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
-from service.zookeeper.session.validate import BadNode, decode
+from service.zookeeper.session.validate import JAVA_LONG_MAX, BadNode, decode
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,20 @@ class Snapshot:
 
     def owner_map(self) -> dict[str, str]:
         return {b: o.broker for b, o in self.owners.items()}
+
+
+def _parsed_as_is(a: Assignment) -> bool:
+    """``a`` passes every check ``parse_assignment`` makes of its own document, so a read of the
+    node would decode to an equal value."""
+    t = a.time_ms
+    return (
+        type(a.broker) is str
+        and a.broker != ""
+        and (a.source is None or type(a.source) is str)
+        and type(a.reason) is str
+        and type(t) is int
+        and 0 <= t <= JAVA_LONG_MAX
+    )
 
 
 @dataclass(frozen=True)
@@ -242,21 +256,33 @@ class LoadView:
 
     def wrote_assignment(self, bundle: str, doc: bytes | None, version: int) -> None:
         """Our own assignment write of ``doc`` (None: deleted), so the cache does not read it back."""
+        self.wrote_assignments([(bundle, doc, version, None)])
+
+    def wrote_assignments(self, notes: Iterable[tuple[str, bytes | None, int, Assignment | None]]) -> None:
+        """Our own assignment writes, ``(bundle, doc, version, value)`` (doc None: deleted), under one
+        hold of the cache's lock: a whole plan notes tens of thousands. ``value``, when given, is the
+        assignment ``doc`` was made from (``ZkExecutor.unload_many``'s ``written``): taken as it is
+        when it is one the record parser would return, so nothing is parsed back."""
         cache = self.cache
         if cache is None:
             return
+        tree = cache.assignments
         with cache.lock:
-            if doc is None:
-                cache.assignments.note_deleted(bundle)
-                return
-            # Decoded by the store's own record parser from the very bytes written: the cache holds
-            # what a read would return. Our own bytes: no size and depth bounds, no malformed log
-            # (a cycle notes tens of thousands of writes).
-            try:
-                got: Versioned[Assignment] | None = Versioned(parse_assignment(json.loads(doc)), version)
-            except (ValueError, BadNode):
-                got = cache.store.decode_assignment(P.assignment_path(bundle), doc, _Stat(version))
-            cache.assignments.note_written(bundle, got, version)
+            for bundle, doc, version, value in notes:
+                if doc is None:
+                    tree.note_deleted(bundle)
+                    continue
+                if value is None or not _parsed_as_is(value):
+                    # Decoded by the store's own record parser from the very bytes written: the cache
+                    # holds what a read would return. Our own bytes: no size and depth bounds, no
+                    # malformed log (a cycle notes tens of thousands of writes).
+                    try:
+                        value = parse_assignment(json.loads(doc))
+                    except (ValueError, BadNode):
+                        got = cache.store.decode_assignment(P.assignment_path(bundle), doc, _Stat(version))
+                        tree.note_written(bundle, got, version)
+                        continue
+                tree.note_written(bundle, Versioned(value, version), version)
 
     def nodes_now(self, store: ZkStore, tree: str, bundles: list[str]) -> dict[str, Any] | None:
         """``bundles``' values in the watch-fed tree ``tree`` ("owners", "assignments"), brought up

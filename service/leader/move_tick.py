@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from contextlib import _GeneratorContextManager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from balancer.config import LoadBalancerConfig
@@ -28,7 +29,7 @@ from service.leader.clock import now_ms
 from service.leader.move_queue import Entry, MoveQueue
 from service.leader.pulsar_moves import UNOWNED_FOR_MS
 from service.zookeeper import paths as P
-from service.zookeeper.metadata.store import Versioned
+from service.zookeeper.metadata.store import Assignment, Versioned
 
 if TYPE_CHECKING:
     from balancer.models import LoadData
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from service.leader.executors import Executor, ZkExecutor
     from service.leader.load_view import LoadView
     from service.leader.metrics_sink import MetricsSink
-    from service.zookeeper.metadata.store import Assignment, ZkStore
+    from service.zookeeper.metadata.store import ZkStore
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +85,13 @@ class PacedMoves:
         return "zookeeper" if self.zk_native else "pulsar"
 
     def _planned_record(self, e: Entry) -> DecisionRecord:
-        return self._record(
-            e.kind,
-            e.move.explanation,
-            to_history=False,  # the history gets the moves written, when they are
+        # The history gets the moves written, when they are. The explanation is built when the
+        # record is read (DecisionLog.add_lazy): a whole plan's is ~20 us a move, and the log shows
+        # only its last few hundred records.
+        return self.decisions.add_lazy(
+            now_ms(),
+            e.kind,  # type: ignore[arg-type]
+            partial(_planned_explanation, e.move, self.epoch()),
             bundle=e.bundle,
             source=e.source,
             destination=e.destination,
@@ -318,7 +322,7 @@ class PacedMoves:
                     # real brokers): the move starts, for the spacing and the served time, once it is done.
                     self.executor.prepare(e.bundle, e.destination)
                     sent = max(now, now_ms())
-                    self.executor.unload(e.bundle, e.source, e.destination, e.move.explanation.reason)
+                    self.executor.unload(e.bundle, e.source, e.destination, e.move_reason)
             except ServiceError as err:
                 self._refuse(e, str(err), now)
                 if isinstance(err, StaleWrite):
@@ -346,10 +350,11 @@ class PacedMoves:
                 assigned = self.store.decode_assignment(path, raw, stat)
                 if assigned is not None:
                     current[paths[path]] = assigned
+        written: dict[str, Assignment] = {}
         try:
             with self._writing(by_bundle):
                 result = self.assigner.unload_many(
-                    ((e.bundle, e.source, e.destination, e.move.explanation.reason) for e in entries), current
+                    ((e.bundle, e.source, e.destination, e.move_reason) for e in entries), current, written
                 )
         except ServiceError as err:
             for e in entries:
@@ -358,15 +363,18 @@ class PacedMoves:
                 self.drop_moves(f"a fenced write was refused: {err}")
             return []
         done: list[Entry] = []
+        notes: list[tuple[str, bytes | None, int, Assignment | None]] = []
         seen: set[str] = set()
         for op, version in result.done:  # an assignment and its hint share the bundle's key
             got = by_bundle.get(op.key)
             if got is None or got.bundle in seen:
                 continue
             seen.add(got.bundle)
-            self.view.wrote_assignment(got.bundle, op.data if op.kind != "delete" else None, version)
-            self._released(got, now)
+            doc = op.data if op.kind != "delete" else None
+            notes.append((got.bundle, doc, version, written.get(got.bundle)))
             done.append(got)
+        self.view.wrote_assignments(notes)
+        self._released_many(done, now)
         for op, why in result.refused:
             got = by_bundle.get(op.key)
             if got is not None and got.bundle not in seen:
@@ -377,15 +385,35 @@ class PacedMoves:
         return done
 
     def _released(self, e: Entry, now: int) -> None:
-        self.moves.released(e, now)
-        self.moves_released += 1
-        if e.kind != "manual":  # as Pulsar: an operator's unload does not exempt the bundle from shedding
-            self._load().recently_unloaded_bundles[e.bundle] = now
-        if e.record is not None:
-            self.decisions.update(e.record, applied=True, state="in_flight", released_ms=now, note=None)
-            if self.history is not None and hasattr(self.history, "append_decision"):
-                self.history.append_decision(e.record)
-        self.metrics.unloaded(e.reason)
+        self._released_many([e], now)
+
+    def _released_many(self, entries: list[Entry], now: int) -> None:
+        """Each of ``entries`` was written: in flight, on /decisions and in the history (a whole
+        plan's moves at once: one lock each, the history's writer woken once)."""
+        if not entries:
+            return
+        self.moves.released_many(entries, now)  # sets each entry's reason
+        self.moves_released += len(entries)
+        recent = self._load().recently_unloaded_bundles
+        for e in entries:
+            if e.kind != "manual":  # as Pulsar: an operator's unload does not exempt the bundle from shedding
+                recent[e.bundle] = now
+        records = [e for e in entries if e.record is not None]
+        if records:
+            self.decisions.update_many(
+                [e.record for e in records if e.record is not None],
+                applied=True,
+                state="in_flight",
+                released_ms=now,
+                note=None,
+            )
+            if self.history is not None and hasattr(self.history, "append_decisions"):
+                self.history.append_decisions((e.record, e.reason) for e in records)
+            elif self.history is not None and hasattr(self.history, "append_decision"):
+                for e in records:
+                    self.history.append_decision(e.record)
+        for e in entries:
+            self.metrics.unloaded(e.reason)
 
     def _refuse(self, e: Entry, why: str, now: int) -> None:
         self.moves.forget(e.bundle, e)
@@ -402,3 +430,10 @@ class PacedMoves:
 
     def _load(self) -> LoadData:
         return self.view.load
+
+
+def _planned_explanation(move: Any, epoch: int | None) -> Explanation:
+    """A planned move's explanation as its decision record shows it (built when first read)."""
+    why: Explanation = move.explanation
+    why.numbers.setdefault("leaderEpoch", epoch)
+    return why

@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -250,32 +250,48 @@ class HistorySink:
         with self._lock:
             self.stats.cycles_queued += 1
 
-    def append_decision(self, record: Any) -> None:
-        """Keep a decision about a bundle (a ``DecisionRecord``) for the ``moves`` dataset; never blocks."""
-        expl = record.explanation if isinstance(record.explanation, dict) else {}
-        row = (
-            int(record.time_ms),
-            str(record.bundle),
-            record.source,
-            record.destination,
-            str(record.kind),
-            str(expl.get("reason") or ""),
-            bool(record.applied),
-        )
+    def append_decision(self, record: Any, reason: str | None = None) -> None:
+        """Keep a decision about a bundle (a ``DecisionRecord``) for the ``moves`` dataset; never blocks.
+        ``reason``: its reason code, when its explanation is not built yet (a planned move's)."""
+        self.append_decisions([(record, reason)])
+
+    def append_decisions(self, decisions: Iterable[tuple[Any, str | None]]) -> None:
+        """:meth:`append_decision` of each ``(record, reason)``, the writer woken once: a whole plan
+        written appends tens of thousands, which the writer would otherwise start turning into rows
+        (holding the interpreter) while the cycle is still recording them."""
+        rows = []
+        for record, reason in decisions:
+            if reason is None:
+                expl = record.explanation if isinstance(record.explanation, dict) else {}
+                reason = str(expl.get("reason") or "")
+            rows.append(
+                (
+                    int(record.time_ms),
+                    str(record.bundle),
+                    record.source,
+                    record.destination,
+                    str(record.kind),
+                    reason,
+                    bool(record.applied),
+                )
+            )
+        if not rows:
+            return
         with self._lock:
             if self._closed:
                 return
-            if len(self._decisions) >= self._max_decisions:
-                self.stats.decisions_dropped += 1
+            room = max(self._max_decisions - len(self._decisions), 0)
+            woken = bool(self._decisions)  # the writer was woken for the first one and takes them all
+            self._decisions.extend(rows[:room])
+            dropped_now = len(rows) - min(room, len(rows))
+            if dropped_now:
+                before = self.stats.decisions_dropped
+                self.stats.decisions_dropped += dropped_now
                 dropped = self.stats.decisions_dropped
-            else:
-                self._decisions.append(row)
-                dropped = 0
-                if len(self._decisions) > 1:
-                    return  # the writer was woken for the first one and takes them all
-        if dropped:
-            if dropped == 1 or dropped % 10_000 == 0:
-                log.warning("history writer is behind: %d decision rows dropped so far", dropped)
+        # As often as one row at a time warned: the first drop, then every 10,000th.
+        if dropped_now and (before == 0 or dropped // 10_000 > before // 10_000):
+            log.warning("history writer is behind: %d decision rows dropped so far", dropped)
+        if woken or not room:
             return
         with contextlib.suppress(queue.Full):  # a full queue wakes the writer anyway
             self._queue.put_nowait(_WAKE)
