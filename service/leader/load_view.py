@@ -46,10 +46,10 @@ from balancer.shedding.base import LoadSheddingStrategy
 from service.leader.stored_bundles import Packed, StoredBundles, pack
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.policies import PlacementPolicies, PolicyTrees
-from service.zookeeper.metadata.records import parse_assignment, parse_layout
+from service.zookeeper.metadata.records import parse_assignment, parse_layout, parsed_as_is
 from service.zookeeper.metadata.store import Assignment, Owner, Versioned, ZkStore
 from service.zookeeper.session.cache import SyncStats, WatchCache, WatchedTree, depth_leaf
-from service.zookeeper.session.validate import JAVA_LONG_MAX, BadNode, decode
+from service.zookeeper.session.validate import BadNode, decode
 
 log = logging.getLogger(__name__)
 
@@ -86,20 +86,6 @@ class Snapshot:
 
     def owner_map(self) -> dict[str, str]:
         return {b: o.broker for b, o in self.owners.items()}
-
-
-def _parsed_as_is(a: Assignment) -> bool:
-    """``a`` passes every check ``parse_assignment`` makes of its own document, so a read of the
-    node would decode to an equal value."""
-    t = a.time_ms
-    return (
-        type(a.broker) is str
-        and a.broker != ""
-        and (a.source is None or type(a.source) is str)
-        and type(a.reason) is str
-        and type(t) is int
-        and 0 <= t <= JAVA_LONG_MAX
-    )
 
 
 @dataclass(frozen=True)
@@ -272,7 +258,7 @@ class LoadView:
                 if doc is None:
                     tree.note_deleted(bundle)
                     continue
-                if value is None or not _parsed_as_is(value):
+                if value is None or not parsed_as_is(value):
                     # Decoded by the store's own record parser from the very bytes written: the cache
                     # holds what a read would return. Our own bytes: no size and depth bounds, no
                     # malformed log (a cycle notes tens of thousands of writes).

@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 from balancer.cycle import Move
 from balancer.explain import explain
 from service.leader.cluster_view import DecisionLog, DecisionRecord
-from service.leader.load_view import _parsed_as_is
 from service.leader.move_tick import _planned_explanation
-from service.zookeeper.metadata.records import parse_assignment
+from service.zookeeper.metadata.records import parse_assignment, parsed_as_is
 from service.zookeeper.metadata.store import Assignment, ZkStore
 from service.zookeeper.session.validate import JAVA_LONG_MAX, BadNode
 from service.zookeeper.session.wire import json_bytes
@@ -158,7 +157,7 @@ def test_written_value_is_what_a_read_would_decode(
         parsed: Assignment | None = parse_assignment(json.loads(doc))
     except BadNode:
         parsed = None
-    if _parsed_as_is(value):
+    if parsed_as_is(value):
         assert parsed == value
     else:
         assert parsed is None

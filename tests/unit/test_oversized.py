@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from balancer.models import LoadData
+from balancer.models import LoadData, ResourceUsage
 from balancer.shedding import oversized
 from balancer.shedding.balanced import BalancedShedder
 from balancer.shedding.base import SheddingResult
@@ -25,9 +25,20 @@ def _hot_a_beside(name: str, cpu: float, rates: list[float]) -> tuple[LoadData, 
             name: (cpu, rates),
         }
     )
+    if name == "big":
+        _twice_the_size(load, name)
     s = BalancedShedder()
     s.exact = False
     return load, s
+
+
+def _twice_the_size(load: LoadData, broker: str) -> LoadData:
+    """``broker`` declares twice the others' CPU limit, as a broker of twice the cores reports it (brokers
+    declaring one size share one capacity estimate: balancer/shedding/capacity.py); its usage in percent
+    stays what the test gives."""
+    local = load.broker_data[broker].local_data
+    local.cpu = ResourceUsage(usage=local.cpu.usage * 2, limit=local.cpu.limit * 2)
+    return load
 
 
 def _until_moves(s: BalancedShedder, load: LoadData, calls: int) -> SheddingResult:
@@ -63,7 +74,7 @@ def _lone_a() -> LoadData:
     the capacity) at 40% with ten bundles of 800. Moved whole, a's bundle would leave big at 70, above
     where a stood: no direct move lowers the pair's peak. a stands 1.33x above the rest's mean (45),
     and the pair's common level is 46.7."""
-    return cluster(
+    load = cluster(
         {
             "a": (60.0, [6000.0]),
             "b": (50.0, [500.0] * 10),
@@ -71,6 +82,7 @@ def _lone_a() -> LoadData:
             "big": (40.0, [800.0] * 10),
         }
     )
+    return _twice_the_size(load, "big")
 
 
 def test_a_lone_bundle_pinning_its_broker_swaps_onto_a_bigger_broker() -> None:

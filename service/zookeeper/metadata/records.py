@@ -100,6 +100,20 @@ def parse_layout(namespace: str, doc: Any) -> NamespaceBundles:
         raise BadNode(f"bad bundle layout: {e}") from None
 
 
+def parsed_as_is(a: Assignment) -> bool:
+    """``a`` passes every check ``parse_assignment`` makes of its own document, so a read of the
+    node would decode to an equal value."""
+    t = a.time_ms
+    return (
+        type(a.broker) is str
+        and a.broker != ""
+        and (a.source is None or type(a.source) is str)
+        and type(a.reason) is str
+        and type(t) is int
+        and 0 <= t <= JAVA_LONG_MAX
+    )
+
+
 def parse_assignment(doc: Any) -> Assignment:
     """loadmgr's assignment ``{"broker", "source", "reason", "time"}``: every member type-checked."""
     if not isinstance(doc, dict) or not isinstance(doc.get("broker"), str) or not doc["broker"]:
