@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +46,6 @@ class Entry:
     kind: str
     plan: int
     planned_ms: int
-    data_ms: int | None = None
     record: DecisionRecord | None = None
     released_ms: int | None = None  # its first unload
     since_ms: int | None = None  # its last unload (Pulsar mode may send it again)
@@ -81,9 +80,7 @@ class Entry:
         # (making 21,000 of them took longer than pacing them).
         got = self._queued
         if got is None:
-            got = self._queued = QueuedMove(
-                self.bundle, self.source, self.destination, self.kind, self.plan, self.data_ms
-            )
+            got = self._queued = QueuedMove(self.bundle, self.source, self.destination, self.kind, self.plan)
         return got
 
     def flight(self) -> MoveInFlight:
@@ -119,7 +116,7 @@ class MoveQueue:
         self.term: int | None = None  # the leader epoch the queue belongs to
 
     # ---- the one entry point ------------------------------------------------------------------
-    def submit(self, moves: Iterable[Any], kind: str, data_ms: Mapping[str, int] | None = None) -> int:
+    def submit(self, moves: Iterable[Any], kind: str) -> int:
         """Queue ``moves`` of ``kind`` ("shedding", "manual" or "drain"); returns the plan's number.
 
         A shedding plan with moves replaces every shedding move still queued (it was decided on
@@ -127,11 +124,6 @@ class MoveQueue:
         waits for its conditions to hold again (BalancedShedder's confirming cycles) plans nothing
         for several cycles, and would otherwise drop its own plan half carried out. A queued move of
         a bundle submitted again is replaced by the new one.
-
-        ``data_ms``: per source broker, the time the cooldown compares with the broker's last unload
-        (default: now, the plan's time; Pulsar compares its load report's time, but a Modular
-        broker reports only on a 10 % change or every 15 minutes, which would hold a broker for up
-        to 15 minutes after one move).
         """
         if kind not in KINDS:
             raise InvalidInput("kind", kind, f"a move's kind is one of {', '.join(KINDS)}")
@@ -142,10 +134,7 @@ class MoveQueue:
             plan = next(self._plans)
             if not moves:
                 return plan
-            entries = [
-                Entry(m, kind, plan, now, now if data_ms is None else data_ms.get(m.source, now))
-                for m in moves
-            ]
+            entries = [Entry(m, kind, plan, now) for m in moves]
             bundles = {e.bundle for e in entries}
             keep: list[Entry] = []
             for e in self._queued:
@@ -186,9 +175,7 @@ class MoveQueue:
             self.last_schedule, self.last_schedule_ms = sched, now
         return sched
 
-    def preview(
-        self, moves: Iterable[Any], now: int, limits: PacingLimits, data_ms: Mapping[str, int] | None = None
-    ) -> Schedule:
+    def preview(self, moves: Iterable[Any], now: int, limits: PacingLimits) -> Schedule:
         """The schedule a shedding plan of ``moves`` would get if submitted now (dry-run): nothing changes."""
         with self._lock:
             others = [e.queued() for e in self._queued if e.kind != "shedding"]
@@ -199,12 +186,7 @@ class MoveQueue:
         plan = -1
         for broker in carried:
             history[broker] = BrokerHistory(history.get(broker, BrokerHistory()).last_unload_ms, plan)
-        mine = [
-            QueuedMove(
-                m.bundle, m.source, m.destination, "shedding", plan, (data_ms or {}).get(m.source, now)
-            )
-            for m in moves
-        ]
+        mine = [QueuedMove(m.bundle, m.source, m.destination, "shedding", plan) for m in moves]
         return pace(others + mine, flights, history, now, limits, started)
 
     def take_many(self, bundles: Iterable[str], now: int) -> list[Entry]:

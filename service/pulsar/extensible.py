@@ -364,9 +364,15 @@ class ExtensibleReads:
                 msg = reader.read_next(50)
             except pulsar.Timeout:
                 return
-            usage = parse_broker_load(msg.data())
+            raw = msg.data()
+            if not raw:
+                # A tombstone: a broker removes its load data whenever one of its bundles is Releasing
+                # or Splitting and reports afresh after; its last report stands meanwhile (the strategy
+                # knows the broker just moved a bundle).
+                continue
+            usage = parse_broker_load(raw)
             if usage is None:
-                log.info("Extensible broker load data of %r not usable", msg.partition_key())
+                log.info("Extensible broker load data of %r not usable: %r", msg.partition_key(), raw[:200])
                 continue
             with self._lock:
                 self._usage[str(msg.partition_key())] = usage

@@ -14,7 +14,7 @@ NO_CAPS = PacingLimits(per_broker=0, cluster=0, brokers_per_cycle=0, cooldown_ms
 def q(
     i: int, source: str | None = A, dest: str | None = N, kind: str = "shedding", plan: int = 1
 ) -> QueuedMove:
-    return QueuedMove(f"ns/b{i}", source, dest, kind, plan, data_ms=None)
+    return QueuedMove(f"ns/b{i}", source, dest, kind, plan)
 
 
 def fly(
@@ -96,25 +96,34 @@ def test_a_cycle_sheds_at_most_n_brokers_the_others_wait_for_the_next_cycle() ->
     assert [m.bundle for m in got.release] == ["ns/b3"]
 
 
-def test_cooldown_on_the_load_report_after_the_last_unload() -> None:
+def test_cooldown_counts_from_the_last_unload_by_the_clock() -> None:
     lim = limits(cooldown_ms=180_000)
     history = {A: BrokerHistory(last_unload_ms=100_000, plan=1)}
-    early = QueuedMove("ns/b9", A, N, "shedding", plan=2, data_ms=200_000)  # report 100 s after the unload
-    got = pace([early], [], history, 400_000, lim)
+    move = QueuedMove("ns/b9", A, N, "shedding", plan=2)
+    got = pace([move], [], history, 200_000, lim)  # 100 s after the unload
     assert got.release == [] and reasons(got) == {"ns/b9": "cooldown"}
     why = got.waiting[0][1]
     assert why.numbers["elapsedMs"] == 100_000 and why.numbers["delayMs"] == 180_000
-    late = QueuedMove("ns/b9", A, N, "shedding", plan=2, data_ms=280_000)  # 180 s after: shed again
-    assert pace([late], [], history, 400_000, lim).release == [late]
+    assert pace([move], [], history, 279_999, lim).release == []
+    assert pace([move], [], history, 280_000, lim).release == [move]  # 180 s after: shed again
     # the plan that unloaded it (or carries its shedding on) goes on without a pause
-    same = QueuedMove("ns/b9", A, N, "shedding", plan=1, data_ms=150_000)
-    assert pace([same], [], history, 400_000, lim).release == [same]
+    same = QueuedMove("ns/b9", A, N, "shedding", plan=1)
+    assert pace([same], [], history, 150_000, lim).release == [same]
     # another broker is not cooling down
-    other = QueuedMove("ns/b8", B, N, "shedding", plan=2, data_ms=200_000)
-    assert pace([other], [], history, 400_000, lim).release == [other]
-    # no report time known: the clock stands in
-    unknown = QueuedMove("ns/b7", A, N, "shedding", plan=2, data_ms=None)
-    assert reasons(pace([unknown], [], history, 200_000, lim)) == {"ns/b7": "cooldown"}
+    other = QueuedMove("ns/b8", B, N, "shedding", plan=2)
+    assert pace([other], [], history, 150_000, lim).release == [other]
+
+
+def test_a_move_planned_inside_the_cooldown_goes_once_it_has_run_out() -> None:
+    """The join's last move on real Extensible brokers (fifth session): planned 178 s after its
+    source's last unload, it waited for a newer plan that never came, judged on the plan's time."""
+    lim = limits(cooldown_ms=180_000)
+    history = {A: BrokerHistory(last_unload_ms=0, plan=1)}
+    planned_at = 178_000
+    move = QueuedMove("ns/b9", A, N, "shedding", plan=2)
+    assert reasons(pace([move], [], history, planned_at, lim)) == {"ns/b9": "cooldown"}
+    later = [pace([move], [], history, planned_at + k * 60_000, lim).release for k in (1, 2, 3)]
+    assert later == [[move], [move], [move]]
 
 
 def test_operator_and_drain_moves_go_first_and_skip_the_cycle_rules() -> None:

@@ -262,3 +262,50 @@ def test_extensible_lb_gauges_stand_in_until_the_first_load_report() -> None:
     full = parse_lb_gauges(text + '\npulsar_lb_bandwidth_out_usage{cluster="c",broker="b"} 1.0')
     assert full is not None and full["cpu"].usage == 12.5 and full["cpu"].limit == 100.0
     assert parse_lb_gauges(text + "\npulsar_lb_bandwidth_out_usage NaN") is None
+
+
+def test_a_load_data_tombstone_keeps_the_brokers_last_report(caplog: pytest.LogCaptureFixture) -> None:
+    """Extensible brokers remove their load data (an empty message) whenever one of their bundles is
+    Releasing or Splitting: not an unusable report (it was logged as one after every move)."""
+    from service.pulsar.admin import PulsarAdmin
+    from service.pulsar.extensible import ExtensibleReads
+
+    class Msg:
+        def __init__(self, key: str, data: bytes) -> None:
+            self.key, self.raw = key, data
+
+        def partition_key(self) -> str:
+            return self.key
+
+        def data(self) -> bytes:
+            return self.raw
+
+    class Timeout(Exception):
+        pass
+
+    class Reader:
+        def __init__(self, msgs: list[Msg]) -> None:
+            self.msgs = msgs
+
+        def read_next(self, _ms: int) -> Msg:
+            if not self.msgs:
+                raise Timeout
+            return self.msgs.pop(0)
+
+    class Pulsar:
+        pass
+
+    fake = Pulsar()
+    fake.Timeout = Timeout  # type: ignore[attr-defined]
+    doc = {
+        k: {"usage": 10.0, "limit": 40.0}
+        for k in ("cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut")
+    }
+    reads = ExtensibleReads(PulsarAdmin.__new__(PulsarAdmin), lambda url: None)
+    with caplog.at_level("INFO", logger="service.pulsar.extensible"):
+        reads._drain_load(Reader([Msg("b1:8080", json.dumps(doc).encode()), Msg("b1:8080", b"")]), fake)
+    assert reads._usage["b1:8080"]["cpu"].usage == 10.0 and reads._usage["b1:8080"]["cpu"].limit == 40.0
+    assert "not usable" not in caplog.text
+    with caplog.at_level("INFO", logger="service.pulsar.extensible"):
+        reads._drain_load(Reader([Msg("b1:8080", b"{not json")]), fake)
+    assert "not usable" in caplog.text and "not json" in caplog.text
