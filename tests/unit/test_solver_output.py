@@ -18,7 +18,10 @@ from typing import Any
 
 import pytest
 
+from balancer.config import LoadBalancerConfig
+from balancer.shedding import least_move
 from balancer.shedding.least_move import Plan, least_move_plan, set_solve_guard
+from service.leader.dynamic_config import make_strategies
 from service.leader.solver_output import QuietCStdout, install
 
 FIXTURE = Path(__file__).parent / "fixtures" / "highs_repair_plan.json"
@@ -103,6 +106,14 @@ def test_a_solve_where_highs_repairs_an_incumbent_writes_nothing_to_stdout() -> 
     # The guard changes no decision: the plan the run made when the line was printed.
     assert plan is not None
     assert [list(m) for m in plan.moves] == recorded
+
+
+def test_the_leaders_balanced_shedder_comes_with_the_guard(unguarded: None) -> None:
+    make_strategies(LoadBalancerConfig(loadBalancerLoadSheddingStrategy="BalancedShedder"))
+    with fd1_captured() as written, least_move._solve_guard():  # what every solve now runs inside
+        LIBC.puts(b"as HiGHS writes")
+        out = written()
+    assert out == b""
 
 
 def test_only_c_stdio_is_silenced_and_only_inside_a_solve() -> None:
