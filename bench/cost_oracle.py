@@ -38,6 +38,7 @@ from balancer.sim.families import FAMILIES, instance  # noqa: E402
 from balancer.sim.family_claims import percentile, run_row  # noqa: E402
 from balancer.sim.metrics import last_disturbance  # noqa: E402
 from balancer.sim.plan_cost import Recording, judged  # noqa: E402
+from service.leader.solver_output import quiet_solve  # noqa: E402
 
 BENCH = ROOT / "BENCHMARKS.md"
 HEADING = "## Cost claim against an oracle (issue 19)"
@@ -80,13 +81,14 @@ def cheapest_plan(
         a[nb + nj + j, nv - 1], lo[nb + nj + j], hi[nb + nj + j] = -aim * c, -np.inf, 0
     integral = np.ones(nv)
     integral[-1] = 0
-    res = milp(
-        cost,
-        constraints=LinearConstraint(a.tocsr(), lo, hi),
-        integrality=integral,
-        bounds=Bounds(np.zeros(nv), np.r_[np.ones(nv - 1), np.inf]),
-        options={"time_limit": limit, "mip_rel_gap": 1e-4},
-    )
+    with quiet_solve():  # HiGHS 1.12's stray stdout line (issue 49), as in the planner's solves
+        res = milp(
+            cost,
+            constraints=LinearConstraint(a.tocsr(), lo, hi),
+            integrality=integral,
+            bounds=Bounds(np.zeros(nv), np.r_[np.ones(nv - 1), np.inf]),
+            options={"time_limit": limit, "mip_rel_gap": 1e-4},
+        )
     if res.x is None:
         return None
     x = res.x[:-1].reshape(nb, nj)

@@ -33,6 +33,7 @@ from balancer.sim.families import FAMILIES, instance  # noqa: E402
 from balancer.sim.family_claims import METRICS, claims, notes, run_row, summarise  # noqa: E402
 from balancer.sim.metrics import UPHILL_MARGIN  # noqa: E402
 from balancer.sim.plan_cost import Recording, plan_costs  # noqa: E402
+from service.leader.solver_output import install as quiet_solver_output  # noqa: E402
 
 HEADING = "## Balancing quality over scenario families (issue 19)"
 # BalancedShedder's plan -> the section its run writes: the planner-on run never replaces the default's.
@@ -52,6 +53,7 @@ def use_planner(name: str) -> None:
     # Seeded runs give the same rows whatever the machine's load (``--rows-from`` relies on it): the
     # planner's wall-clock limit, which a shared machine can reach, is set beyond any solve here.
     PAIRS["BalancedShedder"].config[TIME_LIMIT_KEY] = 600.0
+    quiet_solver_output()  # HiGHS 1.12's stray line stays out of the run's output (issue 49)
 
 
 def require_planner(ap: argparse.ArgumentParser, name: str) -> None:

@@ -22,13 +22,15 @@ lower ones): a bundle bigger than any destination's room then moves, where the f
 The work limit is HiGHS's node count and the problem's size, so that a plan does not depend on how
 loaded the machine is; a wall-clock limit (HiGHS's own timer, the operator's key) bounds a cycle's time
 besides, and a solve it stops is not used (issue 49: what a loaded machine cuts short would differ from
-run to run). No solution within the limits, or no scipy: the fill's plan stands. HiGHS prints nothing
-(``disp`` off).
+run to run). No solution within the limits, or no scipy: the fill's plan stands. HiGHS logs nothing
+(``disp`` off); what it writes past its own options (HiGHS 1.12's stray line, issue 49) the process's
+entry point keeps off stdout through :func:`set_solve_guard`, which every solve runs inside.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 # Candidates per participant: its this-many largest and smallest movable bundles. Issue 31's run on
@@ -52,6 +54,18 @@ MIP_GAP = 0.02
 # of 100 comparisons with AvgShedder on unloads there; at 0.3, 8.5 on instances 0..29, per-plan
 # moved / least 1.04 / 1.17 -> 1.06 / 1.24 (issue 31's fifth round, docs/strategy.md).
 UNLOAD_CHARGE = 0.3
+
+# What every HiGHS solve runs inside. HiGHS 1.12 (the one scipy 1.17 bundles) writes a line to C's
+# stdout when it repairs an incumbent, whatever its options say; where that stdout is the service's
+# or a bench's, the entry point sets a guard that keeps it off (service/leader/solver_output.py).
+# Process-wide as the stream it guards is; the core itself does no I/O.
+_solve_guard: Callable[[], AbstractContextManager[object]] = nullcontext
+
+
+def set_solve_guard(guard: Callable[[], AbstractContextManager[object]] | None) -> None:
+    """Run every later solve of this process inside ``guard()`` (None: inside nothing)."""
+    global _solve_guard
+    _solve_guard = guard if guard is not None else nullcontext
 
 
 @dataclass(frozen=True)
@@ -192,13 +206,14 @@ def least_move_plan(
         options["time_limit"] = max(1e-3, time_limit)
     integrality = np.ones(ne + 1)
     integrality[m_col] = 0
-    res = milp(
-        cost,
-        constraints=LinearConstraint(a, lo, hi),
-        integrality=integrality,
-        bounds=Bounds(np.r_[np.zeros(ne), m_lo], np.r_[np.ones(ne), m_hi]),
-        options=options,
-    )
+    with _solve_guard():
+        res = milp(
+            cost,
+            constraints=LinearConstraint(a, lo, hi),
+            integrality=integrality,
+            bounds=Bounds(np.r_[np.zeros(ne), m_lo], np.r_[np.ones(ne), m_hi]),
+            options=options,
+        )
     if solves is not None:
         solves.count += 1
         solves.statuses.append(int(res.status))

@@ -155,9 +155,11 @@ def _run(args: argparse.Namespace) -> int:
     import logging
 
     from balancer.errors import InvalidInput
+    from service.leader.solver_output import install as quiet_solver_output
     from service.longterm.input import EmptyHistory
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    quiet_solver_output()  # the replayed planner's HiGHS line stays off the report (issue 49)
     try:
         options = options_from_args(args)
         return run(options)

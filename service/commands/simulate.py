@@ -13,6 +13,7 @@ from balancer.sim.metrics import quality, rate_ratio
 from service.commands import argtypes
 from service.commands.output import add_output_args, emit, table
 from service.commands.scenario_files import load_scenario, scenario_names
+from service.leader.solver_output import install as quiet_solver_output
 
 
 def register(sub: Any) -> None:
@@ -73,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.scenario:
         print("loadmgr simulate: --scenario is required (or --list)", file=sys.stderr)
         return 2
+    quiet_solver_output()  # HiGHS's stray line would land in the middle of the JSON (issue 49)
     out = run_one(args.scenario, args.strategy, args.seed, args.scale, args.cycles, args.series)
     json.dumps(out, allow_nan=False)  # a NaN/inf is a bug, not output
     if args.out:

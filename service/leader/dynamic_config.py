@@ -36,6 +36,7 @@ from balancer.shedding.base import LoadSheddingStrategy
 from balancer.shedding.registry import create_shedder, short_name
 from service.errors import StaleWrite
 from service.leader.clock import now_ms
+from service.leader.solver_output import install as quiet_solver_output
 from service.zookeeper import paths as P
 from service.zookeeper.metadata.store import Versioned, ZkStore
 from service.zookeeper.session.validate import BadNode, decode
@@ -220,6 +221,7 @@ def make_strategies(config: LoadBalancerConfig) -> tuple[LoadSheddingStrategy, P
     shedder = create_shedder(config.loadBalancerLoadSheddingStrategy)
     if isinstance(shedder, BalancedShedder):
         shedder.clock = time.perf_counter  # the planner's time, for its explanation and the metric
+        quiet_solver_output()  # HiGHS's stray line off the leader's stdout (issue 49)
     return shedder, create_placement(config.loadBalancerLoadPlacementStrategy, shedder=shedder)
 
 
