@@ -330,12 +330,18 @@ def test_extensible_drain_transfers_every_bundle_and_the_cordon_holds(
         gaps = {r: work.longest_gap([t for t, x in topics.items() if x == r], since=started) for r in ranges}
         p99 = work.latency_percentile(99, started, started + drain_s)
 
-        # Cordoned: bundles Pulsar places on the broker afterwards (its lookups, which loadmgr cannot
-        # veto) are moved off by the cordon sweep, and the broker ends up with nothing.
+        # Cordoned: bundles Pulsar places on the broker afterwards (its lookups, an admin transfer:
+        # loadmgr can veto neither) are moved off by the cordon sweep, and the broker keeps nothing.
         later = "public/ext-drain-later"
         admin.request("PUT", f"/admin/v2/namespaces/{later}", body={"bundles": {"numBundles": LATER_BUNDLES}})
         later_topics = topics_for_bundles(later, admin.bundles(later), 1)
-        placed = [f"{later}/{r}" for t, r in later_topics.items() if admin.lookup(t) == target]
+        placed = {f"{later}/{r}" for t, r in later_topics.items() if admin.lookup(t) == target}
+        # Pulsar's lookups chose the cordoned broker for 0 to 3 of 4 bundles in three runs: one more
+        # is transferred there through Pulsar's admin, so that the sweep always has work.
+        elsewhere = sorted(f"{later}/{r}" for r in later_topics.values() if f"{later}/{r}" not in placed)
+        if elsewhere:
+            admin.unload(elsewhere[0], target)
+            placed.add(elsewhere[0])
 
         def nothing_on_target() -> bool:
             owners = {f"{later}/{r}": owner_of(admin, cluster, f"{later}/{r}") for r in later_topics.values()}
@@ -346,7 +352,7 @@ def test_extensible_drain_transfers_every_bundle_and_the_cordon_holds(
         swept = {
             d["bundle"] for d in s.decisions("drain") if d["explanation"]["reason"] == "placed_on_cordoned"
         }
-        assert set(placed) <= swept, (placed, swept)
+        assert placed <= swept, (placed, swept)
         brokers = {b["broker"]: b for b in s.http.get("/brokers").json()}
         assert brokers[target]["cordoned"] and not brokers[target]["draining"], brokers[target]
 
@@ -357,8 +363,8 @@ def test_extensible_drain_transfers_every_bundle_and_the_cordon_holds(
             f"\nExtensible drain of {target}: {drain_s:.1f} s, {state['moved']} transfer(s) ({len(moves)} of "
             f"{ns}), failed sends {work.failed()}, acknowledged {work.acked()}, lost {lost}, longest gap "
             f"per bundle max {max(gaps.values()):.2f} s, p99 publish latency while draining "
-            f"{p99 and round(p99 * 1000, 1)} ms; afterwards Pulsar placed {len(placed)} of {LATER_BUNDLES} "
-            "new bundle(s) on the cordoned broker, moved off"
+            f"{p99 and round(p99 * 1000, 1)} ms; afterwards {len(placed)} bundle(s) placed on the cordoned "
+            f"broker by Pulsar ({len(placed) - bool(elsewhere)} by its lookups), all moved off"
         )
         assert work.failed() == 0
         assert lost == 0, {t: v[:5] for t, v in missing.items() if v}
