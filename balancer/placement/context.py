@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from balancer.errors import InvalidInput
-from balancer.models import BrokerData, LoadData
+from balancer.models import BrokerData, BundleData, LoadData
 from balancer.placement.round_robin import RoundRobinBrokerSelector
 
 DEFAULT_DOMAIN = "default"
@@ -130,6 +130,36 @@ class PlacementContext:
             data = load.broker_data.get(broker)
             if data is not None:
                 self.bundle_ranges[broker] = _ranges_of(data)
+
+    def preallocate(self, load: LoadData, bundle: str, broker: str, data: BundleData) -> None:
+        """Pulsar's preallocation: ``bundle`` counts on ``broker`` (its load in the strategies that
+        read preallocated bundles, its range in the even-distribution filter) until ``broker``
+        reports it or leaves (:meth:`refresh`). One preallocated elsewhere moves here."""
+        old = self.preallocated_bundle_to_broker.get(bundle)
+        if old is not None and old != broker:
+            self.release(load, bundle)
+        target = load.broker_data.get(broker)
+        if target is not None:
+            target.preallocated_bundle_data[bundle] = data
+        self.preallocated_bundle_to_broker[bundle] = broker
+        self.add_range(broker, bundle)
+
+    def release(self, load: LoadData, bundle: str, broker: str | None = None) -> bool:
+        """Drop ``bundle``'s preallocation (only if it is to ``broker``, when given): its move was
+        refused or went elsewhere, so its target will never report it. True when one was dropped."""
+        target = self.preallocated_bundle_to_broker.get(bundle)
+        if target is None or (broker is not None and target != broker):
+            return False
+        del self.preallocated_bundle_to_broker[bundle]
+        data = load.broker_data.get(target)
+        if data is not None:
+            data.preallocated_bundle_data.pop(bundle, None)
+        if data is None or bundle not in data.local_data.last_stats:
+            ns, rng = bundle.rsplit("/", 1) if "/" in bundle else (bundle, "")
+            ranges = self.bundle_ranges.get(target, {}).get(ns)
+            if ranges is not None:
+                ranges.discard(rng)
+        return True
 
     @classmethod
     def from_load(cls, load: LoadData, **kw: object) -> PlacementContext:

@@ -394,9 +394,5 @@ def assign_bundle(
     broker = decision.broker
     if broker is None:
         return decision
-    target = load.broker_data.get(broker)
-    if target is not None:
-        target.preallocated_bundle_data[bundle] = data
-    ctx.preallocated_bundle_to_broker[bundle] = broker
-    ctx.add_range(broker, bundle)
+    ctx.preallocate(load, bundle, broker, data)
     return decision

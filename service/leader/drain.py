@@ -183,7 +183,10 @@ class DrainSequencer:
     """Advances one drain by one tick. ``persist(state)`` writes the state (fenced; raises when this
     instance no longer leads), ``submit(moves)`` carries moves out, ``plan(skip)`` is the pure next
     step (:func:`balancer.drain.drain_moves` over the leader's view), ``on_event(kind, state, move,
-    why)`` records what happened (decision log, metrics)."""
+    why)`` records what happened (decision log, metrics). ``release(bundle, destination)`` drops the
+    placement preallocation of a move that was refused, given up or served elsewhere than decided
+    (its destination will never report the bundle); a served one keeps it until its destination's
+    report shows the bundle (the placement context's refresh)."""
 
     def __init__(
         self,
@@ -192,12 +195,14 @@ class DrainSequencer:
         on_event: Callable[[str, DrainState, Move | None, str], None],
         served_timeout_ms: int = 30_000,
         back_after_ms: int | None = None,
+        release: Callable[[str, str], None] | None = None,
     ) -> None:
         self.persist = persist
         self.submit = submit
         self.on_event = on_event
         self.served_timeout_ms = served_timeout_ms
         self.back_after_ms = back_after_ms
+        self.release = release
 
     def tick(
         self, state: DrainState, obs: Observation, owned: list[str], plan: Callable[[set[str]], DrainStep]
@@ -228,10 +233,16 @@ class DrainSequencer:
                 return True
             return False
         move = step.moves[0]
+        for extra in step.moves[1:]:  # one in flight: the rest are chosen again next tick
+            self._release(extra.bundle, extra.destination)
         # The bundle in flight goes into ZooKeeper before its move: a leader that takes over finds it.
         state.in_flight = InFlight(move.bundle, move.destination, obs.now_ms)
         state.message = f"moving {move.bundle} to {move.destination}"
-        self.persist(state)
+        try:
+            self.persist(state)
+        except Exception:
+            self._release(move.bundle, move.destination)  # not moved: nothing may count it there
+            raise
         try:
             applied = self.submit([move])
         except ServiceError as e:
@@ -240,6 +251,7 @@ class DrainSequencer:
             why = "" if applied else "not applied"
         if not applied:
             state.in_flight = None
+            self._release(move.bundle, move.destination)
             self._attempt_failed(state, move.bundle, why)
             self.on_event("refused", state, move, why)
             self.persist(state)
@@ -255,6 +267,8 @@ class DrainSequencer:
         if outcome == "waiting":
             return False
         state.in_flight = None
+        if outcome != "served":
+            self._release(f.bundle, f.destination)
         if outcome in ("served", "elsewhere", "unowned"):
             state.moved += 1
             state.recent = [*state.recent, f.bundle][-RECENT:]
@@ -270,6 +284,10 @@ class DrainSequencer:
         self.persist(state)
         return True
 
+    def _release(self, bundle: str, destination: str) -> None:
+        if self.release is not None:
+            self.release(bundle, destination)
+
     def _attempt_failed(self, state: DrainState, bundle: str, why: str) -> None:
         n = state.attempts.get(bundle, 0) + 1
         state.attempts[bundle] = n
@@ -281,6 +299,8 @@ class DrainSequencer:
     def _finish(self, state: DrainState, final: str, message: str) -> bool:
         state.state = final
         state.message = message
+        if state.in_flight is not None:
+            self._release(state.in_flight.bundle, state.in_flight.destination)
         state.in_flight = None
         self.persist(state)
         self.on_event(final, state, None, message)

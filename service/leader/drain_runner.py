@@ -71,6 +71,7 @@ class DrainRunner:
         _drain_stop: threading.Event
         _cordon_kept: dict[str, tuple[int, frozenset[str]]]  # broker -> (cordon's since, kept)
         _drain_idle_left: dict[str, int]  # per drained broker: idle bundles it still owns (last full tick)
+        _drain_prealloc: dict[str, tuple[str, int]]  # bundle -> (destination, since): this term's moves
 
         def is_leader(self) -> bool: ...
 
@@ -89,11 +90,15 @@ class DrainRunner:
             if not self._started or not self.is_leader() or not self._synced:
                 self._cordon_kept = {}  # a new term looks afresh at what cordoned brokers own
                 self._drain_idle_left = {}
+                self._drain_prealloc = {}  # a new term's view starts without preallocations
                 continue
             if not self.pulsar_acting():
                 continue  # Pulsar mode while the brokers' own load manager acts: nothing moves
             sweep = self.pulsar_mode and bool(self.book.cordons) and time.monotonic() >= next_sweep
             try:
+                if self._drain_prealloc:
+                    with self._lock:
+                        self._expire_preallocations(now_ms())
                 if busy:
                     self.drain_tick()
                 if sweep:
@@ -156,10 +161,18 @@ class DrainRunner:
                         placement=step.moves[0].explanation.numbers.get("placement"),
                     )
                     move = Move(bundle, broker, dest, why)
-                    if self._drain_submit([move]):
-                        moved += 1
-                        self.jobs._record("drain", why, bundle=bundle, source=broker, destination=dest)
-                        self.metrics.unloaded(why.reason)
+                    try:
+                        applied = self._drain_submit([move])
+                    except Exception:
+                        self._release_preallocation(bundle, dest)  # not moved: nothing counts it there
+                        raise
+                    if not applied:
+                        self._release_preallocation(bundle, dest)
+                        continue
+                    self._track_preallocations(step.preallocated, now_ms())
+                    moved += 1
+                    self.jobs._record("drain", why, bundle=bundle, source=broker, destination=dest)
+                    self.metrics.unloaded(why.reason)
         return moved
 
     def drain_tick(self) -> bool:
@@ -205,13 +218,15 @@ class DrainRunner:
             def persist(s: DrainState) -> None:
                 ver[0] = self.book.write_drain(s, self.election.fence(), ver[0])
 
+            planned: list[str] = []
+
             def plan(skip: set[str]) -> DrainStep:
                 ctx = self._loadview.ctx
                 if state.broker not in ctx.cordoned:
                     raise StaleWrite(
                         f"{state.broker} is not cordoned any more; the drain waits for its cordon"
                     )
-                return drain_moves(
+                step = drain_moves(
                     state.broker,
                     owned,
                     self._loadview.load,
@@ -223,6 +238,8 @@ class DrainRunner:
                     idle=idle,
                     hold=hold,
                 )
+                planned.extend(step.preallocated)
+                return step
 
             f = state.in_flight
             if (
@@ -235,14 +252,21 @@ class DrainRunner:
                 # written (a leader that stopped between recording it and writing it): choose again.
                 log.info("drain: %s was recorded in flight but never moved; choosing again", f.bundle)
                 state.in_flight = None
+            if state.in_flight is not None:
+                self._adopt_in_flight(state.in_flight.bundle, state.in_flight.destination, now)
+            self._expire_preallocations(now)
             seq = DrainSequencer(
                 persist,
                 self._drain_submit,
                 self._drain_event,
                 self.drain_served_timeout_ms,
                 None if self.jobs.zk_native else PULSAR_BACK_AFTER_MS,
+                self._release_preallocation,
             )
-            changed = seq.tick(state, obs, owned, plan)
+            try:
+                changed = seq.tick(state, obs, owned, plan)
+            finally:
+                self._track_preallocations(planned, now)
             due = state.state == DONE and state.then_shutdown and state.shutdown is None
             data = snap.brokers.get(state.broker)
         if due:
@@ -250,6 +274,54 @@ class DrainRunner:
             # to its brokerShutdownTimeoutMs (60 s by default).
             self._shutdown_broker(state, data, persist)
         return changed
+
+    # ---- the drain's placement preallocations -------------------------------------------------------
+    # Each move's bundle is preallocated to its destination (balancer.drain.drain_moves) so that the
+    # next placements count it there before its destination's report does; the view's refresh ends
+    # it when that report lists the bundle or the destination leaves. Kept per term (a new term's
+    # view starts afresh); the sequencer releases a refused or given-up move's at once, and one no
+    # report ever lists (a bundle whose topics the destination never loaded) ends after
+    # _prealloc_ttl_ms, so nothing counts on a broker for ever.
+    def _prealloc_ttl_ms(self) -> int:
+        report_ms = int(self._config.loadBalancerReportUpdateMaxIntervalMinutes * 60_000)
+        return max(report_ms, 60_000) + self.drain_served_timeout_ms
+
+    def _release_preallocation(self, bundle: str, destination: str) -> None:
+        self._loadview.ctx.release(self._loadview.load, bundle, destination)
+        self._drain_prealloc.pop(bundle, None)
+
+    def _track_preallocations(self, bundles: list[str], now: int) -> None:
+        """Follow the preallocations of moves carried out (the refused ones are released already)."""
+        ctx = self._loadview.ctx
+        for bundle in bundles:
+            dest = ctx.preallocated_bundle_to_broker.get(bundle)
+            if dest is not None:
+                self._drain_prealloc[bundle] = (dest, now)
+
+    def _expire_preallocations(self, now: int) -> None:
+        ctx, ttl = self._loadview.ctx, self._prealloc_ttl_ms()
+        for bundle, (dest, since) in list(self._drain_prealloc.items()):
+            if ctx.preallocated_bundle_to_broker.get(bundle) != dest:
+                del self._drain_prealloc[bundle]  # ended: reported, its broker left, or placed again
+            elif now - since >= ttl:
+                self._release_preallocation(bundle, dest)
+
+    def _adopt_in_flight(self, bundle: str, destination: str, now: int) -> None:
+        """A bundle in flight from an earlier term (a failover mid-move): preallocated to its
+        destination in this term's view too, unless that broker already reports it or is gone."""
+        load, ctx = self._loadview.load, self._loadview.ctx
+        target = load.broker_data.get(destination)
+        data = load.bundle_data.get(bundle)
+        if (
+            bundle in ctx.preallocated_bundle_to_broker
+            or target is None
+            or data is None
+            or destination in ctx.cordoned
+            or bundle in target.local_data.last_stats
+        ):
+            return
+        ctx.preallocate(load, bundle, destination, data)
+        self._drain_prealloc[bundle] = (destination, now)
 
     def _on_its_way(self, state: DrainState) -> bool:
         """The bundle in flight is neither served nor given up on yet, read from its own nodes only
