@@ -26,7 +26,12 @@ from balancer.config import LoadBalancerConfig
 from balancer.explain import Explanation, explain
 from balancer.models import BundleData, LoadData
 from balancer.placement.base import PlacementChoice, planned_or_none_left
-from balancer.shedding.balanced_placement import largest_first, least_projected, re_placement
+from balancer.shedding.balanced_placement import (
+    largest_first,
+    least_projected,
+    preallocated_points,
+    re_placement,
+)
 from balancer.shedding.base import SheddingResult
 from balancer.shedding.capacity import View, build_view
 from balancer.shedding.exact_plan import PlannerBudget
@@ -161,7 +166,7 @@ class BalancedShedder:
         if self._view is None or self._view_of is not load.broker_data:
             self._view = self._build_view(load, config, learn=False)
             self._view_of = load.broker_data
-            self.pending = {}
+            self.pending = preallocated_points(load, self._view)
         return self._view
 
     # ---- shedding ----------------------------------------------------------------------------
@@ -170,7 +175,7 @@ class BalancedShedder:
         self.plans, self.plan_moves, self.plan_gaps = {}, {}, {}
         out = ResultBuilder(self.name)
         v = self._build_view(load, config, learn=True)
-        self._view, self._view_of, self.pending = v, load.broker_data, {}
+        self._view, self._view_of, self.pending = v, load.broker_data, preallocated_points(load, v)
         band = config.loadBalancerAvgShedderLowThreshold / 2
         fast = config.loadBalancerAvgShedderHighThreshold / 2
         tol = band / 8

@@ -30,6 +30,26 @@ def least_projected(
     return best, best_score, weight / v.capacity.get(best, prior)
 
 
+def preallocated_points(load: LoadData, v: View) -> dict[str, float]:
+    """broker -> the utilisation points of the bundles preallocated to it that its report does not
+    list yet (placed by an earlier view: a drain's moves, orphans), by the same measure as
+    :func:`least_projected`'s. A view starts its ``pending`` from these: without them a drain that
+    outlived a shedding cycle sent every later bundle to the broker whose report still predated the
+    earlier ones (4 of 4 to one broker in the unit drain with a shedding cycle between its moves)."""
+    prior = statistics.median(v.capacity.values()) if v.capacity else 1000.0
+    out: dict[str, float] = {}
+    for broker, data in load.broker_data.items():
+        if not data.preallocated_bundle_data:
+            continue
+        reported = data.local_data.last_stats
+        cap = v.capacity.get(broker, prior)
+        for bundle, bd in data.preallocated_bundle_data.items():
+            if bundle not in reported:
+                lt = bd.long_term_data
+                out[broker] = out.get(broker, 0.0) + v.weight(lt.msg_rate, lt.msg_throughput) / cap
+    return out
+
+
 def re_placement(
     candidates: Sequence[str],
     source: str,

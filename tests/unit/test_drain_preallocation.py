@@ -210,3 +210,26 @@ def test_a_refused_or_given_up_move_leaves_no_preallocation_a_served_one_keeps_i
     assert last is not None and last.bundle == bundles[2]
     assert ctx.preallocated_bundle_to_broker == {bundles[0]: f.destination, bundles[2]: last.destination}
     assert set(load.broker_data[h.destination].preallocated_bundle_data) <= {bundles[0], bundles[2]}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_balanced_shedders_placement_counts_the_drains_bundles_across_its_shedding_cycles(seed: int) -> None:
+    """BalancedShedder's placement counts what it placed since its view (``pending``), and a shedding
+    cycle builds a new view; the bundles preallocated before it that no report lists yet start the
+    new view's ``pending``, so a drain that outlives a cycle still spreads."""
+    from balancer.shedding.balanced import BalancedShedder
+
+    bundles = [f"t/ns{i}/{r}" for i, r in enumerate(RANGES)]
+    quiet = {"d1:8080": {"q/a/0x00000000_0xffffffff": 1.0}, "d2:8080": {"q/b/0x00000000_0xffffffff": 2.0}}
+    load = cluster(bundles, quiet)
+    balanced = BalancedShedder()
+    ctx = PlacementContext.from_load(load, cordoned=frozenset({SRC}))
+    rng = random.Random(seed)
+    owned, moves = list(bundles), []
+    while owned:
+        balanced.find_bundles_for_unloading(load, CFG)  # a shedding cycle between two drain moves
+        ctx.refresh(load)
+        step = drain_moves(SRC, owned, load, CFG, balanced, ctx, rng)
+        moves.append(step.moves[0])
+        owned.remove(step.moves[0].bundle)
+    assert spread(moves) == [2, 2], [m.destination for m in moves]
