@@ -22,6 +22,7 @@ from balancer.explain import Explanation, explain
 from service.errors import ServiceError, StaleWrite
 from service.leader.clock import now_ms
 from service.leader.drain import DONE, FAILED, DrainSequencer, DrainState, Observation
+from service.leader.drain_prealloc import DrainPreallocations
 
 if TYPE_CHECKING:
     from balancer.config import LoadBalancerConfig
@@ -50,7 +51,7 @@ PULSAR_BACK_AFTER_MS = 5_000
 SWEEP_S = 5.0  # Pulsar mode: how often cordoned brokers are looked at for bundles Pulsar placed there
 
 
-class DrainRunner:
+class DrainRunner(DrainPreallocations):
     if TYPE_CHECKING:
         store: ZkStore
         election: LeaderElection
@@ -71,7 +72,6 @@ class DrainRunner:
         _drain_stop: threading.Event
         _cordon_kept: dict[str, tuple[int, frozenset[str]]]  # broker -> (cordon's since, kept)
         _drain_idle_left: dict[str, int]  # per drained broker: idle bundles it still owns (last full tick)
-        _drain_prealloc: dict[str, tuple[str, int]]  # bundle -> (destination, since): this term's moves
 
         def is_leader(self) -> bool: ...
 
@@ -274,54 +274,6 @@ class DrainRunner:
             # to its brokerShutdownTimeoutMs (60 s by default).
             self._shutdown_broker(state, data, persist)
         return changed
-
-    # ---- the drain's placement preallocations -------------------------------------------------------
-    # Each move's bundle is preallocated to its destination (balancer.drain.drain_moves) so that the
-    # next placements count it there before its destination's report does; the view's refresh ends
-    # it when that report lists the bundle or the destination leaves. Kept per term (a new term's
-    # view starts afresh); the sequencer releases a refused or given-up move's at once, and one no
-    # report ever lists (a bundle whose topics the destination never loaded) ends after
-    # _prealloc_ttl_ms, so nothing counts on a broker for ever.
-    def _prealloc_ttl_ms(self) -> int:
-        report_ms = int(self._config.loadBalancerReportUpdateMaxIntervalMinutes * 60_000)
-        return max(report_ms, 60_000) + self.drain_served_timeout_ms
-
-    def _release_preallocation(self, bundle: str, destination: str) -> None:
-        self._loadview.ctx.release(self._loadview.load, bundle, destination)
-        self._drain_prealloc.pop(bundle, None)
-
-    def _track_preallocations(self, bundles: list[str], now: int) -> None:
-        """Follow the preallocations of moves carried out (the refused ones are released already)."""
-        ctx = self._loadview.ctx
-        for bundle in bundles:
-            dest = ctx.preallocated_bundle_to_broker.get(bundle)
-            if dest is not None:
-                self._drain_prealloc[bundle] = (dest, now)
-
-    def _expire_preallocations(self, now: int) -> None:
-        ctx, ttl = self._loadview.ctx, self._prealloc_ttl_ms()
-        for bundle, (dest, since) in list(self._drain_prealloc.items()):
-            if ctx.preallocated_bundle_to_broker.get(bundle) != dest:
-                del self._drain_prealloc[bundle]  # ended: reported, its broker left, or placed again
-            elif now - since >= ttl:
-                self._release_preallocation(bundle, dest)
-
-    def _adopt_in_flight(self, bundle: str, destination: str, now: int) -> None:
-        """A bundle in flight from an earlier term (a failover mid-move): preallocated to its
-        destination in this term's view too, unless that broker already reports it or is gone."""
-        load, ctx = self._loadview.load, self._loadview.ctx
-        target = load.broker_data.get(destination)
-        data = load.bundle_data.get(bundle)
-        if (
-            bundle in ctx.preallocated_bundle_to_broker
-            or target is None
-            or data is None
-            or destination in ctx.cordoned
-            or bundle in target.local_data.last_stats
-        ):
-            return
-        ctx.preallocate(load, bundle, destination, data)
-        self._drain_prealloc[bundle] = (destination, now)
 
     def _on_its_way(self, state: DrainState) -> bool:
         """The bundle in flight is neither served nor given up on yet, read from its own nodes only

@@ -66,7 +66,7 @@ class Maintenance(DrainRunner):
         self._drain_thread: threading.Thread | None = None
         self._cordon_kept: dict[str, tuple[int, frozenset[str]]] = {}  # see cordon_sweep
         self._drain_idle_left: dict[str, int] = {}  # see DrainRunner.drain_tick
-        self._drain_prealloc: dict[str, tuple[str, int]] = {}  # see DrainRunner._track_preallocations
+        self._drain_prealloc = {}  # see service.leader.drain_prealloc
 
     def _start_maintenance(self) -> None:
         self.book.start()
