@@ -136,13 +136,16 @@ class MoveQueue:
                 return plan
             entries = [Entry(m, kind, plan, now) for m in moves]
             bundles = {e.bundle for e in entries}
+            # A set, not a scan of the new plan per queued move: at 21,000 moves replacing 21,000
+            # that scan was 440 million comparisons, 21 s of the cycle under the queue's lock.
+            sources = {e.source for e in entries}
             keep: list[Entry] = []
             for e in self._queued:
                 if kind == "shedding" and e.kind == "shedding":
                     ended.append((e, "a later shedding plan replaced it before its turn"))
                     # A re-plan that sheds a broker whose shedding was still queued carries it on:
                     # not a new shedding of that broker, so no cooldown between the two plans.
-                    if e.source is not None and any(n.source == e.source for n in entries):
+                    if e.source is not None and e.source in sources:
                         last = self.history.get(e.source, BrokerHistory())
                         self.history[e.source] = BrokerHistory(last.last_unload_ms, plan)
                 elif e.bundle in bundles:
