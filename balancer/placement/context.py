@@ -101,8 +101,8 @@ class PlacementContext:
         return [b for b in live if b not in self.cordoned]
 
     def add_range(self, broker: str, bundle: str) -> None:
-        ns, rng = bundle.rsplit("/", 1)
-        self.bundle_ranges.setdefault(broker, {}).setdefault(ns, set()).add(rng)
+        if (parts := _ns_range(bundle)) is not None:
+            self.bundle_ranges.setdefault(broker, {}).setdefault(parts[0], set()).add(parts[1])
 
     def rebuild_ranges(self, load: LoadData) -> None:
         """Pulsar's broker -> namespace -> ranges cache: reported bundles plus preallocated ones."""
@@ -154,11 +154,11 @@ class PlacementContext:
         data = load.broker_data.get(target)
         if data is not None:
             data.preallocated_bundle_data.pop(bundle, None)
-        if data is None or bundle not in data.local_data.last_stats:
-            ns, rng = bundle.rsplit("/", 1) if "/" in bundle else (bundle, "")
-            ranges = self.bundle_ranges.get(target, {}).get(ns)
+        parts = _ns_range(bundle)
+        if parts is not None and (data is None or bundle not in data.local_data.last_stats):
+            ranges = self.bundle_ranges.get(target, {}).get(parts[0])
             if ranges is not None:
-                ranges.discard(rng)
+                ranges.discard(parts[1])
         return True
 
     @classmethod
@@ -173,7 +173,14 @@ def _ranges_of(data: BrokerData) -> dict[str, set[str]]:
     per_ns: dict[str, set[str]] = {}
     for names in (data.local_data.last_stats, data.preallocated_bundle_data):
         for bundle in names:
-            if "/" in bundle:
-                ns, rng = bundle.rsplit("/", 1)
-                per_ns.setdefault(ns, set()).add(rng)
+            if (parts := _ns_range(bundle)) is not None:
+                per_ns.setdefault(parts[0], set()).add(parts[1])
     return per_ns
+
+
+def _ns_range(bundle: str) -> tuple[str, str] | None:
+    """(namespace, range) of a bundle name; None for a name without one (never counted in a range)."""
+    if "/" not in bundle:
+        return None
+    ns, rng = bundle.rsplit("/", 1)
+    return ns, rng
