@@ -174,20 +174,15 @@ def _describe(cluster: Any, args: argparse.Namespace) -> None:
 def _skewed_load(cluster: Any, rate: float) -> Any:
     """public/skewed: 8 bundles, 2 topics each, all moved onto the first broker, then producers."""
     from service.pulsar.admin import PulsarAdmin
-    from service.pulsar.workload import Workload, topics_for_bundles
+    from service.pulsar.skew import skew_namespace
+    from service.pulsar.workload import Workload
 
     if not 0 < rate <= 100_000:
         raise ConfigError("--skewed-load", rate, "a rate per topic between 0 and 100000 msg/s")
     ns = "public/skewed"
+    target = cluster.brokers[0].broker_id
     with PulsarAdmin(cluster.web_urls) as admin:
-        admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": 8}})
-        ranges = admin.bundles(ns)
-        topics = topics_for_bundles(ns, ranges, 2)
-        target = cluster.brokers[0].broker_id
-        for topic in topics:
-            admin.lookup(topic)
-        for r in ranges:
-            admin.unload(f"{ns}/{r}", target)
+        topics = skew_namespace(admin, ns, 8, target).topics
     work = Workload(cluster.service_url, dict.fromkeys(topics, rate)).start()
     print(
         f"  producing {rate:g} msg/s on each of {len(topics)} topics of {ns}, all 8 bundles on {target}",

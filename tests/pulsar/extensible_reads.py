@@ -12,7 +12,8 @@ from typing import Any
 from balancer.topic_stats import sum_topics_per_bundle
 from service.pulsar.admin import PulsarAdmin
 from service.pulsar.cluster import PulsarCluster
-from service.pulsar.workload import Workload, topics_for_bundles
+from service.pulsar.skew import skew_namespace
+from service.pulsar.workload import Workload
 from tests.pulsar.conftest import wait_for
 
 
@@ -55,23 +56,12 @@ class Consumers:
 def skewed_namespace(
     admin: PulsarAdmin, cluster: PulsarCluster, ns: str, bundles: int
 ) -> tuple[dict[str, str], str]:
-    """``ns`` with two topics in each of its bundles, all transferred to the first broker (a
-    transfer to the bundle's own owner is refused by Pulsar: those stay)."""
-    admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": bundles}})
-    ranges = admin.bundles(ns)
-    topics = topics_for_bundles(ns, ranges, 2)
+    """``ns`` with two topics in each of its bundles, all transferred to the first broker; owners read
+    from ``ownedNamespaces``, so that no lookup interferes with a transfer."""
     target = cluster.brokers[0].broker_id
-    for topic in topics:
-        admin.lookup(topic)
-    for r in ranges:
-        if owner_of(admin, cluster, f"{ns}/{r}") != target:
-            admin.unload(f"{ns}/{r}", target)
-    wait_for(
-        lambda: all(owner_of(admin, cluster, f"{ns}/{r}") == target for r in ranges),
-        60,
-        f"every bundle of {ns} on {target}",
-    )
-    return topics, target
+    skewed = skew_namespace(admin, ns, bundles, target, owner=lambda r: owner_of(admin, cluster, f"{ns}/{r}"))
+    wait_for(lambda: not skewed.elsewhere(), 60, f"every bundle of {ns} on {target}")
+    return skewed.topics, target
 
 
 def owner_of(admin: PulsarAdmin, cluster: PulsarCluster, bundle: str) -> str | None:

@@ -24,6 +24,7 @@ import pytest
 from balancer.bundles import BundleRange, topic_hash
 from service.pulsar.admin import PulsarAdmin
 from service.pulsar.cluster import PulsarCluster
+from service.pulsar.skew import skew_namespace
 from service.pulsar.workload import Workload, topics_for_bundles
 from tests.pulsar.conftest import ROOT, Serve, wait_for
 from tests.timing import scaled
@@ -43,26 +44,10 @@ def skewed_namespace(
     admin: PulsarAdmin, cluster: PulsarCluster, ns: str, bundles: int
 ) -> tuple[dict[str, str], str]:
     """``ns`` with ``bundles`` bundles, two topics in each, every bundle owned by the first broker."""
-    admin.request("PUT", f"/admin/v2/namespaces/{ns}", body={"bundles": {"numBundles": bundles}})
-    ranges = admin.bundles(ns)
-    topics = topics_for_bundles(ns, ranges, 2)
     target = cluster.brokers[0].broker_id
-    for topic in topics:
-        admin.lookup(topic)
-    for r in ranges:
-        admin.unload(f"{ns}/{r}", target)
-
-    def on_target() -> bool:
-        # A lookup that reaches a bundle between its unload and the destination's claim lets Pulsar
-        # place it itself, and nothing moves it back (seen at load 9: 143 s and still off target):
-        # ask again for the ones elsewhere.
-        off = {rng for t, rng in topics.items() if admin.lookup(t) != target}
-        for rng in off:
-            admin.unload(f"{ns}/{rng}", target)
-        return not off
-
-    wait_for(on_target, 60, f"every bundle of {ns} on {target}", every=3)
-    return topics, target
+    skewed = skew_namespace(admin, ns, bundles, target)
+    wait_for(lambda: not skewed.resend(), 60, f"every bundle of {ns} on {target}", every=3)
+    return skewed.topics, target
 
 
 def rates_by_broker(admin: PulsarAdmin, cluster: PulsarCluster, ns: str) -> dict[str, float]:
