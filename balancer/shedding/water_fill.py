@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from balancer.bundles import namespace_of
 from balancer.explain import explain
@@ -55,6 +55,7 @@ def water_fill(
     exact: bool = True,
     joining: frozenset[str] = frozenset(),
     budget: PlannerBudget | None = None,
+    lag: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Largest excess first: move the source's biggest bundle that neither takes it below
     target - tol nor lifts the least utilised destination above target + reach (``reach``: the
@@ -78,7 +79,10 @@ def water_fill(
     ``joining`` are the brokers the join rule fired for (:mod:`balancer.shedding.underloaded`): their
     report is their idle JVM's, so their traffic-implied level stands for it in the report guard.
 
-    ``budget``: the least-move planner's time limit and clock (see :class:`PlannerBudget`)."""
+    ``budget``: the least-move planner's time limit and clock (see :class:`PlannerBudget`).
+
+    ``lag``: each broker's smoothed traffic-implied level minus this report's (see
+    :class:`balancer.shedding.oversized.Cluster`): a swap needs the excess in both."""
     if not sources or not dests:
         return {}
     # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
@@ -176,6 +180,7 @@ def water_fill(
                     sum(proj[b] * capacity[b] for b in proj),
                     sum(capacity[b] for b in proj),
                     lambda b: sum(sheddable(load, b, v.tp_unit)[0]),
+                    lag or {},
                 )
             home = bigger_home(s, ws, names, dst_heap, proj, used, capacity, tol, allowed, cluster)
             if home is None:

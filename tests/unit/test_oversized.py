@@ -114,3 +114,35 @@ def test_no_swap_without_the_rule_or_without_traffic_to_give_back(monkeypatch: p
     s.exact = False
     for _ in range(calls):
         assert "a" not in s.find_bundles_for_unloading(load, CONFIG).unloads
+
+
+def _a_at(rate: float) -> LoadData:
+    """a (100 msg/s a point) holds one bundle of ``rate`` beside b and c at 45% and big (twice the
+    capacity) at 45%: at 5,000 a stands 1.11x above the rest's mean (a slow drift, no swap), at 5,700
+    1.27x (above SWAP_ABOVE_REST)."""
+    load = cluster(
+        {
+            "a": (rate / 100, [rate]),
+            "b": (45.0, [450.0] * 10),
+            "c": (45.0, [450.0] * 10),
+            "big": (45.0, [900.0] * 10),
+        }
+    )
+    return _twice_the_size(load, "big")
+
+
+def test_one_report_above_the_swap_line_does_not_start_a_swap() -> None:
+    # a's drift count fires after 16 calls at 1.11x the rest (balanced enough: nothing moves). Then one
+    # report at 1.27x: a swap on it would empty a for a lone bundle's one-interval excursion (generated
+    # heterogeneous #50: a swap started on such a report in the run's last cycles, the broker left
+    # empty). Its smoothed level stays under the line, so nothing moves; kept there, a swaps.
+    s = BalancedShedder()
+    s.exact = False
+    for _ in range(2 * CONFIG.loadBalancerAvgShedderHitCountLowThreshold + 2):
+        assert s.find_bundles_for_unloading(_a_at(5000.0), CONFIG).count == 0
+    first = s.find_bundles_for_unloading(_a_at(5700.0), CONFIG)
+    assert first.brokers["a"].reason == "triggered"
+    assert first.count == 0
+    later = _until_moves(s, _a_at(5700.0), CONFIG.loadBalancerAvgShedderHitCountLowThreshold)
+    assert later.unloads == {"a": ["t/a/0x00000000_0x00000001"]}
+    assert "first half of a swap" in next(d.message for d in later.decisions)
