@@ -333,7 +333,7 @@ class BalancedShedder:
             exact,
             frozenset(joined),
             PlannerBudget(config.loadBalancerBalancedShedderPlannerTimeLimitSeconds, self.clock),
-            {b: g - (v.implied(b) - v.traffic_target) for b, g in self.smoothed.items() if b in v.util},
+            {b: v.traffic_target + g for b, g in self.smoothed.items() if b in v.util},
         )
         for b in list(out.unloads) + list(set(out.destinations.values())):
             self.touched[b] = self.calls

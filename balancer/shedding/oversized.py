@@ -27,9 +27,9 @@ class Cluster:
     traffic: float
     capacity: float
     read_movable: Callable[[str], float]
-    # Each broker's smoothed traffic-implied level minus its level in this report (the strategy's
-    # smoothed gap, as the slow-drift count reads it); absent: none kept yet, the report stands alone.
-    lag: Mapping[str, float] = field(default_factory=dict)
+    # Each broker's smoothed traffic-implied level before this plan's moves (the strategy's smoothed
+    # gap, as the slow-drift count reads it, from the target); absent: none kept yet.
+    steady: Mapping[str, float] = field(default_factory=dict)
     _movable: dict[str, float] = field(default_factory=dict)
 
     def movable(self, broker: str) -> float:
@@ -62,13 +62,17 @@ def bigger_home(
     makes. The larger capacity keeps this from trading one hot broker for another of its kind.
 
     With ``cluster``, a move that raises the pair's peak is still taken as the first half of a swap
-    where ``s`` stands more than :data:`SWAP_ABOVE_REST` above the rest's mean level, by this report
-    and by its smoothed level (``cluster.lag``: a lone bundle's one-interval excursion is no reason to
-    empty its broker; generated heterogeneous #50 started a swap on a report at 1.20x while its
-    smoothed level was 1.11x, two cycles before the run ended, and ended with the broker empty), and
-    the pair's common level (what it reaches once the destination gives back the excess) is a tolerance below
-    ``s``, by traffic and by report, and the destination has the traffic to give back that takes it
-    a tolerance below where ``s`` stood (bundles it got recently may not move again).
+    where ``s`` stands more than :data:`SWAP_ABOVE_REST` above the rest's mean level, as projected
+    after the plan's moves so far and by its smoothed level before them (``cluster.steady``: a lone
+    bundle's one-interval excursion is no reason to empty its broker; generated heterogeneous #50
+    started a swap on a report at 1.20x while its smoothed level was 1.11x, two cycles before the run
+    ended, and ended with the broker empty. The smoothed level is the broker's before the plan, not
+    after: a broker drained around a hot bundle stands just above the line, and its rise from the
+    last report would have held the swap back, oversized_bundles #51 then draining 28 bundles where
+    the planner's one move balanced it), and the pair's common level (what it reaches once the
+    destination gives back the excess) is a tolerance below ``s``, by traffic and by report, and the
+    destination has the traffic to give back that takes it a tolerance below where ``s`` stood
+    (bundles it got recently may not move again).
     The give-back is the destination's own shedding in later cycles, always downhill then (the
     source is empty): done here in the same plan it would go to a broker that was above it."""
     if not ws:
@@ -77,7 +81,7 @@ def bigger_home(
     k_s = 1 / c_s
     swap = cluster is not None and all(
         level > SWAP_ABOVE_REST * (cluster.traffic - level * c_s) / max(cluster.capacity - c_s, 1e-12)
-        for level in (proj[s], proj[s] + cluster.lag.get(s, 0.0))
+        for level in (proj[s], cluster.steady.get(s, proj[s]))
     )
     best: tuple[bool, float, int, str] | None = None
     for p, d in dst_heap:

@@ -55,7 +55,7 @@ def water_fill(
     exact: bool = True,
     joining: frozenset[str] = frozenset(),
     budget: PlannerBudget | None = None,
-    lag: Mapping[str, float] | None = None,
+    steady: Mapping[str, float] | None = None,
 ) -> dict[str, float]:
     """Largest excess first: move the source's biggest bundle that neither takes it below
     target - tol nor lifts the least utilised destination above target + reach (``reach``: the
@@ -81,8 +81,8 @@ def water_fill(
 
     ``budget``: the least-move planner's time limit and clock (see :class:`PlannerBudget`).
 
-    ``lag``: each broker's smoothed traffic-implied level minus this report's (see
-    :class:`balancer.shedding.oversized.Cluster`): a swap needs the excess in both."""
+    ``steady``: each broker's smoothed traffic-implied level (see
+    :class:`balancer.shedding.oversized.Cluster`): a swap needs the excess there too."""
     if not sources or not dests:
         return {}
     # Traffic-implied utilisation: what each broker's traffic costs it, by its own capacity.
@@ -180,7 +180,7 @@ def water_fill(
                     sum(proj[b] * capacity[b] for b in proj),
                     sum(capacity[b] for b in proj),
                     lambda b: sum(sheddable(load, b, v.tp_unit)[0]),
-                    lag or {},
+                    steady or {},
                 )
             home = bigger_home(s, ws, names, dst_heap, proj, used, capacity, tol, allowed, cluster)
             if home is None:
