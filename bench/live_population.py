@@ -23,7 +23,15 @@ HERE = Path(__file__).resolve().parent
 class RawPopulation:
     """The raw populator as a child process; ``group_of`` and ``write_reports`` as the synthetic one's."""
 
-    def __init__(self, hosts: str, brokers: int, bundles: int, namespaces: int, seed: int = 11) -> None:
+    def __init__(
+        self,
+        hosts: str,
+        brokers: int,
+        bundles: int,
+        namespaces: int,
+        seed: int = 11,
+        loaded_fraction: float = 0.45,
+    ) -> None:
         cmd = [
             sys.executable,
             str(HERE / "raw_populate.py"),
@@ -32,6 +40,7 @@ class RawPopulation:
             f"--bundles={bundles}",
             f"--namespaces={namespaces}",
             f"--seed={seed}",
+            f"--loaded-fraction={loaded_fraction}",
         ]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.summary: dict[str, Any] = json.loads(self._expect("READY "))

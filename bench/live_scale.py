@@ -510,7 +510,15 @@ def main() -> int:
         default="off",
         help="off: the disruption budget's caps 0 (a cycle writes its plan at once); default: loadmgr's",
     )
+    ap.add_argument(
+        "--loaded-fraction",
+        type=float,
+        default=0.45,
+        help="raw population: the share of brokers the bundles start on (lower: a bigger first plan)",
+    )
     args = ap.parse_args()
+    if not 0 < args.loaded_fraction <= 1:
+        ap.error(f"--loaded-fraction must be in (0, 1], got {args.loaded_fraction}")
     if args.budget == "default":
         for key in BUDGET_KEYS:
             CONFIG.pop(key, None)
@@ -519,6 +527,7 @@ def main() -> int:
         "bundles": args.bundles,
         "heap_mb": args.heap_mb,
         "budget": args.budget,
+        "loaded_fraction": args.loaded_fraction,
         "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "uptime_start": _uptime(),
     }
@@ -528,7 +537,9 @@ def main() -> int:
         t0 = time.perf_counter()
         cluster: Any
         if args.population == "raw":
-            cluster = RawPopulation(zk.hosts, args.brokers, args.bundles, args.namespaces)
+            cluster = RawPopulation(
+                zk.hosts, args.brokers, args.bundles, args.namespaces, loaded_fraction=args.loaded_fraction
+            )
             out["population"] = {"kind": "raw (bench/raw_populate.py, kazoo)", **cluster.summary}
             out["report_bytes"] = cluster.report_bytes()
         else:
