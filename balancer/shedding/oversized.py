@@ -62,17 +62,13 @@ def bigger_home(
     makes. The larger capacity keeps this from trading one hot broker for another of its kind.
 
     With ``cluster``, a move that raises the pair's peak is still taken as the first half of a swap
-    where ``s`` stands more than :data:`SWAP_ABOVE_REST` above the rest's mean level, as projected
-    after the plan's moves so far and by its smoothed level before them (``cluster.steady``: a lone
-    bundle's one-interval excursion is no reason to empty its broker; generated heterogeneous #50
-    started a swap on a report at 1.20x while its smoothed level was 1.11x, two cycles before the run
-    ended, and ended with the broker empty. The smoothed level is the broker's before the plan, not
-    after: a broker drained around a hot bundle stands just above the line, and its rise from the
-    last report would have held the swap back, oversized_bundles #51 then draining 28 bundles where
-    the planner's one move balanced it), and the pair's common level (what it reaches once the
-    destination gives back the excess) is a tolerance below ``s``, by traffic and by report, and the
-    destination has the traffic to give back that takes it a tolerance below where ``s`` stood
-    (bundles it got recently may not move again).
+    where ``s`` stands more than :data:`SWAP_ABOVE_REST` above the rest's mean level, both as projected
+    after the plan's moves so far and by its smoothed level before the plan (``cluster.steady``: one
+    report's excursion of a lone bundle is no reason to empty its broker; docs/strategy.md gives the
+    instances), and the pair's common level (what it reaches once the destination gives back the
+    excess) is a tolerance below ``s``, by traffic and by report, and the destination has the traffic
+    to give back that takes it a tolerance below where ``s`` stood (bundles it got recently may not
+    move again).
     The give-back is the destination's own shedding in later cycles, always downhill then (the
     source is empty): done here in the same plan it would go to a broker that was above it."""
     if not ws:
